@@ -1,0 +1,174 @@
+#include "core/autograd.h"
+
+#include <cmath>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/ops.h"
+
+namespace lathe {
+
+namespace {
+thread_local bool t_grad_enabled = true;
+}
+
+bool grad_enabled() { return t_grad_enabled; }
+NoGradGuard::NoGradGuard() : prev_(t_grad_enabled) { t_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { t_grad_enabled = prev_; }
+
+bool needs_grad(std::initializer_list<Tensor> inputs) {
+  if (!t_grad_enabled) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+bool needs_grad(const std::vector<Tensor>& inputs) {
+  if (!t_grad_enabled) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+Tensor record(const char* name, Tensor out, std::vector<Tensor> inputs, BackwardFn backward) {
+  if (!needs_grad(inputs)) return out;
+  auto node = std::make_shared<Node>(Node{name, std::move(inputs), std::move(backward)});
+  out.impl_ptr()->grad_fn = std::move(node);
+  out.impl_ptr()->requires_grad = true;
+  return out;
+}
+
+Tensor sum_to(const Tensor& grad, const Shape& shape) {
+  if (grad.shape() == shape) return grad;
+  size_t lead = grad.shape().size() - shape.size();
+  std::vector<int64_t> dims;
+  for (size_t i = 0; i < grad.shape().size(); ++i) {
+    if (i < lead || (shape[i - lead] == 1 && grad.shape()[i] != 1)) dims.push_back(int64_t(i));
+  }
+  Tensor r = dims.empty() ? grad : sum(grad, dims, /*keepdim=*/true);
+  return r.reshape(shape);
+}
+
+void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
+  LATHE_CHECK(root.requires_grad(), "backward: the tensor ", root.desc(),
+              " does not require grad and has no grad_fn");
+  Tensor grad = grad_in;
+  if (!grad.defined()) {
+    LATHE_CHECK(root.numel() == 1, "backward: grad can be implicitly created only for one-element ",
+                "outputs; pass a gradient for ", root.desc());
+    grad = Tensor::ones(root.shape(), root.dtype(), root.device());
+  }
+  LATHE_CHECK(grad.shape() == root.shape(), "backward: gradient ", grad.desc(),
+              " does not match the output ", root.desc());
+
+  // Topological order over tensors reachable through grad_fn, by depth-first search (iterative,
+  // so that deep graphs do not overflow the stack).
+  std::vector<TensorImpl*> order;
+  std::unordered_map<TensorImpl*, std::shared_ptr<TensorImpl>> keep;  // keeps impls alive
+  std::unordered_set<TensorImpl*> visited;
+  struct Frame { std::shared_ptr<TensorImpl> t; size_t next; };
+  std::vector<Frame> stack{{root.impl_ptr(), 0}};
+  visited.insert(root.id());
+  while (!stack.empty()) {
+    Frame& f = stack.back();
+    Node* node = f.t->grad_fn.get();
+    if (node && f.next < node->inputs.size()) {
+      const Tensor& in = node->inputs[f.next++];
+      if (in.defined() && in.requires_grad() && visited.insert(in.id()).second)
+        stack.push_back({in.impl_ptr(), 0});
+      continue;
+    }
+    order.push_back(f.t.get());
+    keep[f.t.get()] = f.t;
+    stack.pop_back();
+  }
+
+  NoGradGuard no_grad;  // backward rules build no graph of their own
+  std::unordered_map<TensorImpl*, Tensor> grads;
+  grads[root.id()] = grad;
+  for (size_t i = order.size(); i-- > 0;) {
+    TensorImpl* t = order[i];
+    auto it = grads.find(t);
+    if (it == grads.end()) continue;
+    Tensor g = it->second;
+    grads.erase(it);
+    if (!t->grad_fn) {
+      // A leaf: accumulate into .grad, which owns its memory (backward rules may return aliases).
+      if (!t->requires_grad) continue;
+      if (!t->grad) {
+        t->grad = g.clone().impl_ptr();
+      } else {
+        Tensor acc(t->grad);
+        acc.copy_(add(acc, g));
+      }
+      continue;
+    }
+    Node& node = *t->grad_fn;
+    LATHE_CHECK(node.backward != nullptr, "backward: the graph through '", node.name,
+                "' was already freed; pass retain_graph=true to backward twice");
+    std::vector<Tensor> gin = node.backward(g);
+    LATHE_CHECK(gin.size() == node.inputs.size(), "backward of '", node.name, "' returned ",
+                gin.size(), " gradients for ", node.inputs.size(), " inputs");
+    for (size_t k = 0; k < gin.size(); ++k) {
+      const Tensor& in = node.inputs[k];
+      if (!in.defined() || !in.requires_grad() || !gin[k].defined()) continue;
+      LATHE_CHECK(gin[k].shape() == in.shape(), "backward of '", node.name, "': gradient ",
+                  gin[k].desc(), " for input ", k, " does not match ", in.desc());
+      auto [slot, fresh] = grads.try_emplace(in.id(), gin[k]);
+      if (!fresh) slot->second = add(slot->second, gin[k]);
+    }
+    if (!retain_graph) {
+      node.backward = nullptr;
+      node.inputs.clear();
+    }
+  }
+}
+
+std::string gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f,
+                      const std::vector<Tensor>& inputs_in, const GradcheckOptions& opt) {
+  std::vector<Tensor> inputs;
+  for (const Tensor& t : inputs_in) {
+    if (t.requires_grad()) {
+      LATHE_CHECK(t.dtype() == DType::f64, "gradcheck: inputs that require grad must be f64, got ",
+                  t.desc());
+      inputs.push_back(t.detach().clone().requires_grad_(true));
+    } else {
+      inputs.push_back(t);
+    }
+  }
+  Tensor out0 = f(inputs);
+  // A fixed random projection makes the scalar objective sensitive to every output element.
+  Tensor w = Tensor::randn(out0.shape(), /*seed=*/1234, 0, DType::f64, out0.device());
+  auto objective = [&](const std::vector<Tensor>& xs) { return sum(mul(f(xs), w)).item(); };
+
+  Tensor loss = sum(mul(out0, w));
+  loss.backward();
+
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    if (!inputs[k].requires_grad()) continue;
+    Tensor analytic = inputs[k].grad().defined() ? inputs[k].grad().to(Device::cpu())
+                                                  : Tensor::zeros(inputs[k].shape(), DType::f64);
+    std::vector<double> an = analytic.contiguous().to_vector<double>();
+    Tensor host = inputs[k].detach().to(Device::cpu()).contiguous();
+    int64_t n = host.numel();
+    for (int64_t e = 0; e < n; ++e) {
+      auto eval_at = [&](double delta) {
+        Tensor h = host.clone();
+        h.data<double>()[e] += delta;
+        std::vector<Tensor> xs = inputs;
+        xs[k] = h.to(inputs[k].device());
+        NoGradGuard ng;
+        return objective(xs);
+      };
+      double numeric = (eval_at(opt.eps) - eval_at(-opt.eps)) / (2 * opt.eps);
+      double a = an[size_t(e)];
+      if (!(std::abs(a - numeric) <= opt.atol + opt.rtol * std::abs(numeric))) {
+        return detail::cat("gradcheck: input ", k, " ", inputs[k].desc(), " element ", e,
+                           ": analytic ", a, " vs numeric ", numeric);
+      }
+    }
+  }
+  return "";
+}
+
+}  // namespace lathe

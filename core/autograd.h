@@ -1,0 +1,65 @@
+// Reverse-mode autograd, small enough to hold in one's head (micrograd's shape, tensor-valued).
+//
+// An op that wants gradients calls `record(out, {inputs...}, backward_fn)`. If gradients are
+// enabled and some input requires them, `out` gets a Node holding the inputs and the rule that
+// maps the gradient of `out` to one gradient per input. `Tensor::backward` walks the nodes in
+// reverse topological order, sums the gradients that reach each tensor, and accumulates into the
+// `.grad` of leaves that require gradients.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace lathe {
+
+using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_out)>;
+
+struct Node {
+  const char* name;            // the op, for error messages and debugging
+  std::vector<Tensor> inputs;  // one entry per input; the backward returns grads in this order
+  BackwardFn backward;         // returns one grad per input (undefined: no gradient)
+};
+
+// Gradient mode is per thread. NoGradGuard turns it off for a scope (optimizer steps, eval).
+bool grad_enabled();
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+// True when an op with these inputs should record a node.
+bool needs_grad(std::initializer_list<Tensor> inputs);
+bool needs_grad(const std::vector<Tensor>& inputs);
+
+// Attaches a node to `out` if needed; returns `out`. The backward must not capture `out` itself
+// (that would be a reference cycle): capture `out.detach()` instead.
+Tensor record(const char* name, Tensor out, std::vector<Tensor> inputs, BackwardFn backward);
+
+// Backpropagation from `root` (see Tensor::backward).
+void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);
+
+// Sums `grad` down to `shape` (the inverse of broadcasting); used by every broadcasting backward.
+Tensor sum_to(const Tensor& grad, const Shape& shape);
+
+// ---- gradcheck: finite differences in f64 ----
+struct GradcheckOptions {
+  double eps = 1e-6;   // central difference step
+  double atol = 1e-5;
+  double rtol = 1e-3;
+};
+// `f` maps f64 inputs to one tensor. Checks d(sum(f * w))/d(input) for a fixed random w against
+// central differences, for every input that requires grad. Returns "" when all match, else a
+// message naming the input, the element, and both values.
+std::string gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f,
+                      const std::vector<Tensor>& inputs, const GradcheckOptions& opt = {});
+
+}  // namespace lathe

@@ -1,0 +1,137 @@
+// The kernels a device provides. Ops (core/ops/) check their operands, allocate outputs and
+// record autograd; then they call the backend of their device for the arithmetic. The CPU backend
+// (core/cpu/) serves cpu and sim devices; cuda/ registers a CUDA backend at start-up.
+//
+// Conventions for every kernel:
+//   - all tensors are on this backend's device (ops check before calling);
+//   - inputs may be any strided view; outputs are freshly allocated and contiguous unless the
+//     kernel says otherwise (copy writes into any strided destination);
+//   - a kernel a backend lacks throws an Error naming the kernel and the device.
+// There is one virtual call per kernel launch, never per element.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/storage.h"
+#include "core/tensor.h"
+
+namespace lathe {
+
+enum class UnaryOp : uint8_t {
+  neg, exp, log, sqrt, rsqrt, tanh, gelu, relu, sigmoid, abs, square, reciprocal, sign,
+  pow_scalar,  // x ** p0
+  clamp,       // min(max(x, p0), p1); NaN bounds mean "no bound"
+  affine,      // x * p0 + p1 (scalar arithmetic without a second tensor)
+};
+
+enum class BinaryOp : uint8_t {
+  add, sub, mul, div, pow, maximum, minimum,
+  eq, ne, lt, le, gt, ge,  // comparisons write b8
+  // Fused backward rules: a is the forward input (or output, as named), b the incoming gradient.
+  gelu_backward,     // a = x
+  tanh_backward,     // a = y = tanh(x)
+  sigmoid_backward,  // a = y = sigmoid(x)
+  relu_backward,     // a = x
+};
+
+enum class ReduceOp : uint8_t { sum, max, min, argmax, argmin };
+
+const char* unary_op_name(UnaryOp op);
+const char* binary_op_name(BinaryOp op);
+
+// Hyperparameters of one Adam-family update, as PyTorch's single-tensor path computes it.
+struct AdamParams {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+  bool decoupled_weight_decay = false;  // AdamW
+  bool amsgrad = false;
+  bool maximize = false;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  // ---- memory ----
+  virtual Allocator& allocator(int index) = 0;
+  virtual int device_count() const = 0;
+  // Copies raw bytes. Exactly one side may be the host (`dst_host`/`src_host` say which).
+  virtual void copy_to_host(void* dst, const void* src, size_t nbytes, int index) = 0;
+  virtual void copy_from_host(void* dst, const void* src, size_t nbytes, int index) = 0;
+  virtual void synchronize(int index) = 0;
+
+  // ---- data movement ----
+  // dst[i] = cast(src[i]) for every element; src and dst have the same shape (src may be a
+  // broadcast view), any strides, any dtypes, both on this device.
+  virtual void copy(const Tensor& src, const Tensor& dst) = 0;
+  virtual void fill(const Tensor& dst, double value) = 0;  // dst contiguous
+  virtual void arange(const Tensor& dst, double start, double step) = 0;
+  // Counter-based random numbers: element i depends only on (seed, offset + i).
+  virtual void random_uniform(const Tensor& dst, uint64_t seed, uint64_t offset, double lo, double hi) = 0;
+  virtual void random_normal(const Tensor& dst, uint64_t seed, uint64_t offset, double mean, double std) = 0;
+
+  // ---- elementwise ----
+  virtual void unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0 = 0, double p1 = 0) = 0;
+  // a and b are already broadcast (expanded) to out's shape.
+  virtual void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  virtual void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+
+  // ---- reductions ----
+  // Reduces x over `dims` (sorted, unique); out has x's shape with those dims set to 1.
+  // argmax/argmin reduce one dim and write i64.
+  virtual void reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, const Tensor& out) = 0;
+
+  // ---- linear algebra ----
+  // out[..., M, N] = a[..., M, K] @ b[..., K, N]; a and b are expanded to out's batch dims.
+  virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+
+  // ---- neural-network kernels (last dim) ----
+  virtual void softmax(const Tensor& x, const Tensor& out, bool log) = 0;
+  virtual void softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& gx, bool log) = 0;
+  // weight and bias may be undefined; mean and rstd are f32 of shape x.shape[:-1].
+  virtual void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                          const Tensor& out, const Tensor& mean, const Tensor& rstd) = 0;
+  // gweight/gbias may be undefined (no affine, or not needed).
+  virtual void layer_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                   const Tensor& rstd, const Tensor& gy, const Tensor& gx,
+                                   const Tensor& gweight, const Tensor& gbias) = 0;
+  // out[n, :] = weight[idx[n], :]; idx i32/i64 of any shape; out is idx.shape + [C].
+  virtual void embedding(const Tensor& weight, const Tensor& idx, const Tensor& out) = 0;
+  // gweight (zeroed by the caller) += scatter of gout rows; deterministic.
+  virtual void embedding_backward(const Tensor& idx, const Tensor& gout, const Tensor& gweight) = 0;
+  // Per-row loss of logits [N, V] against targets [N]; rows whose target is ignore_index get 0.
+  virtual void cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                             const Tensor& losses) = 0;
+  // glogits[n, :] = (softmax(logits[n]) - onehot(targets[n])) * gloss[n]  (0 for ignored rows)
+  virtual void cross_entropy_backward(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                                      const Tensor& gloss, const Tensor& glogits) = 0;
+
+  // ---- indexing ----
+  // out = x.index_select(dim, idx) (idx 1-D)
+  virtual void index_select(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) = 0;
+  // out (pre-filled by caller) .index_add_(dim, idx, src)
+  virtual void index_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) = 0;
+  // out = x.gather(dim, idx) (idx has out's shape)
+  virtual void gather(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) = 0;
+  // out (pre-filled by caller) .scatter_add_(dim, idx, src)
+  virtual void scatter_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) = 0;
+
+  // ---- optimizer updates (in place on param and state; contiguous tensors) ----
+  // One Adam/AdamW step for one parameter. `step` is the step count after increment; the plain
+  // path passes it from the host. max_exp_avg_sq is undefined unless amsgrad.
+  virtual void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                           const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq, double step,
+                           const AdamParams& p) = 0;
+};
+
+// The backend serving a device; throws if the device's backend is not compiled in or the index
+// does not exist.
+Backend& backend_for(Device d);
+// Called by cuda/ during static initialisation.
+void register_backend(DeviceType type, Backend* backend);
+bool backend_available(DeviceType type);
+
+}  // namespace lathe

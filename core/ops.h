@@ -1,0 +1,108 @@
+// Every differentiable op of lathe. Each op checks its operands (device, dtype, shape), runs the
+// backend kernel of its device, and records its backward rule beside its forward (core/ops/*.cpp).
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/random.h"
+#include "core/tensor.h"
+
+namespace lathe {
+
+// ---- elementwise binary, with broadcasting (core/ops/binary.cpp) ----
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+// comparisons: b8 results, no gradient
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+// scalar forms keep the tensor's dtype
+Tensor add(const Tensor& a, double b);
+Tensor sub(const Tensor& a, double b);
+Tensor mul(const Tensor& a, double b);
+Tensor div(const Tensor& a, double b);
+Tensor pow(const Tensor& a, double p);
+
+// ---- elementwise unary (core/ops/unary.cpp) ----
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor gelu(const Tensor& x);  // tanh approximation, as GPT-2
+Tensor relu(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor square(const Tensor& x);
+Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi);
+
+// ---- selection (core/ops/where.cpp) ----
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+
+// ---- reductions over dims; an empty dims list means all dims (core/ops/reduce.cpp) ----
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor max(const Tensor& x, int64_t dim, bool keepdim = false);  // values
+Tensor max(const Tensor& x);                                     // over everything
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+// Variance with Bessel's correction by default (correction = 1), as torch.var.
+Tensor var(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false, int64_t correction = 1);
+
+// ---- linear algebra (core/ops/matmul.cpp) ----
+// Batched matmul with broadcasting of the batch dims; 1-D operands as in torch.matmul.
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// ---- neural-network ops (core/ops/nn_*.cpp) ----
+Tensor softmax(const Tensor& x, int64_t dim = -1);
+Tensor log_softmax(const Tensor& x, int64_t dim = -1);
+// LayerNorm over the last dim; weight and bias may be undefined.
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+// weight [V, C], idx i32/i64 any shape -> idx.shape + [C]; ids out of range are an error.
+Tensor embedding(const Tensor& weight, const Tensor& idx);
+// Mean cross-entropy of logits [N, V] (or [..., V]) against targets [N] (or [...]); rows whose
+// target equals ignore_index do not count. Targets out of range are an error.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
+// Inverted dropout: zeroes with probability p and scales the rest by 1/(1-p). `gen` is advanced.
+Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
+
+// ---- joining and splitting (core/ops/join.cpp) ----
+Tensor cat(const std::vector<Tensor>& xs, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& xs, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
+
+// ---- indexing (core/ops/index.cpp) ----
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& idx);
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& idx);
+
+// ---- operators ----
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator-(const Tensor& a) { return neg(a); }
+inline Tensor operator+(const Tensor& a, double b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, double b) { return div(a, b); }
+inline Tensor operator+(double a, const Tensor& b) { return add(b, a); }
+inline Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
+
+// ---- checks shared by ops ----
+// Throws unless every defined tensor is on one device; the message names the op and each device.
+void check_same_device(const char* op, std::initializer_list<Tensor> ts);
+void check_floating(const char* op, const Tensor& t, const char* what = "input");
+
+}  // namespace lathe

@@ -1,0 +1,110 @@
+// Elementwise binary ops with broadcasting, each with its backward beside it.
+#include <cmath>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+
+namespace lathe {
+
+namespace {
+
+// Checks devices, broadcasts shapes, promotes dtypes and runs the kernel on detached operands.
+Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b) {
+  const char* name = binary_op_name(op);
+  check_same_device(name, {a, b});
+  Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
+  DType t = promote(a.dtype(), b.dtype());
+  Tensor ad = a.detach().to(t).expand(shape);
+  Tensor bd = b.detach().to(t).expand(shape);
+  if (op == BinaryOp::div && !is_floating(t)) {
+    NoGradGuard ng;
+    LATHE_CHECK(sum(eq(bd, Tensor::scalar(0, t, bd.device())).to(DType::i64)).item() == 0,
+                "div: integer division by zero in ", b.desc());
+  }
+  const bool comparison = op >= BinaryOp::eq && op <= BinaryOp::ge;
+  Tensor out = Tensor::empty(shape, comparison ? DType::b8 : t, a.device());
+  if (out.numel() > 0) backend_for(out.device()).binary(op, ad, bd, out);
+  return out;
+}
+
+// Gradient for an input: summed over broadcast dims, cast back to the input's dtype.
+Tensor reduce_grad(const Tensor& g, const Tensor& like) { return sum_to(g, like.shape()).to(like.dtype()); }
+
+Tensor scalar_like(const Tensor& a, double v) {
+  DType t = a.dtype();
+  if (!is_floating(t) && (v != std::floor(v) || t == DType::b8)) t = DType::f32;
+  return Tensor::scalar(v, t, a.device());
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel(BinaryOp::add, a, b);
+  return record("add", out, {a, b}, [a = a.detach(), b = b.detach()](const Tensor& g) {
+    return std::vector<Tensor>{reduce_grad(g, a), reduce_grad(g, b)};
+  });
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel(BinaryOp::sub, a, b);
+  return record("sub", out, {a, b}, [a = a.detach(), b = b.detach()](const Tensor& g) {
+    return std::vector<Tensor>{reduce_grad(g, a), reduce_grad(neg(g), b)};
+  });
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel(BinaryOp::mul, a, b);
+  return record("mul", out, {a, b},
+                [a = a.detach(), b = b.detach(), na = a.requires_grad(), nb = b.requires_grad()](const Tensor& g) {
+    return std::vector<Tensor>{na ? reduce_grad(mul(g, b), a) : Tensor(),
+                               nb ? reduce_grad(mul(g, a), b) : Tensor()};
+  });
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel(BinaryOp::div, a, b);
+  return record("div", out, {a, b}, [a = a.detach(), b = b.detach(), nb = b.requires_grad()](const Tensor& g) {
+    Tensor ga = div(g, b);
+    return std::vector<Tensor>{reduce_grad(ga, a), nb ? reduce_grad(neg(mul(ga, div(a, b))), b) : Tensor()};
+  });
+}
+
+Tensor pow(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel(BinaryOp::pow, a, b);
+  return record("pow", out, {a, b}, [a = a.detach(), b = b.detach(), y = out.detach()](const Tensor& g) {
+    // d/da a^b = b a^(b-1);  d/db a^b = a^b log(a)  (0 where a == 0, as PyTorch)
+    Tensor ga = mul(g, mul(b, pow(a, sub(b, 1.0))));
+    Tensor logs = where(eq(a, Tensor::scalar(0, a.dtype(), a.device())),
+                        Tensor::scalar(0, a.dtype(), a.device()), log(a));
+    Tensor gb = mul(g, mul(y, logs));
+    return std::vector<Tensor>{reduce_grad(ga, a), reduce_grad(gb, b)};
+  });
+}
+
+// maximum/minimum: the gradient goes to the larger (smaller) operand, split evenly on ties.
+static Tensor extremum(BinaryOp op, const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel(op, a, b);
+  return record(binary_op_name(op), out, {a, b}, [op, a = a.detach(), b = b.detach()](const Tensor& g) {
+    Tensor a_wins = (op == BinaryOp::maximum ? gt(a, b) : lt(a, b)).to(g.dtype());
+    Tensor tie = eq(a, b).to(g.dtype());
+    Tensor wa = add(a_wins, mul(tie, 0.5));
+    Tensor wb = sub(sub(Tensor::ones({}, g.dtype(), g.device()), a_wins), mul(tie, 0.5));
+    return std::vector<Tensor>{reduce_grad(mul(g, wa), a), reduce_grad(mul(g, wb), b)};
+  });
+}
+Tensor maximum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::maximum, a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::minimum, a, b); }
+
+Tensor eq(const Tensor& a, const Tensor& b) { return binary_kernel(BinaryOp::eq, a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return binary_kernel(BinaryOp::ne, a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return binary_kernel(BinaryOp::lt, a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return binary_kernel(BinaryOp::le, a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return binary_kernel(BinaryOp::gt, a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return binary_kernel(BinaryOp::ge, a, b); }
+
+Tensor add(const Tensor& a, double b) { return add(a, scalar_like(a, b)); }
+Tensor sub(const Tensor& a, double b) { return sub(a, scalar_like(a, b)); }
+Tensor mul(const Tensor& a, double b) { return mul(a, scalar_like(a, b)); }
+Tensor div(const Tensor& a, double b) { return div(a, scalar_like(a, b)); }
+
+}  // namespace lathe

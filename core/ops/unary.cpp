@@ -1,0 +1,123 @@
+// Elementwise unary ops, each with its backward beside it.
+#include <cmath>
+#include <limits>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+
+namespace lathe {
+
+namespace {
+Tensor unary_kernel(UnaryOp op, const Tensor& x, double p0 = 0, double p1 = 0) {
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (out.numel() > 0) backend_for(x.device()).unary(op, x.detach(), out, p0, p1);
+  return out;
+}
+
+Tensor float_unary(UnaryOp op, const Tensor& x, double p0 = 0) {
+  check_floating(unary_op_name(op), x);
+  return unary_kernel(op, x, p0);
+}
+}  // namespace
+
+Tensor neg(const Tensor& x) {
+  return record("neg", unary_kernel(UnaryOp::neg, x), {x},
+                [](const Tensor& g) { return std::vector<Tensor>{neg(g)}; });
+}
+
+Tensor exp(const Tensor& x) {
+  Tensor y = float_unary(UnaryOp::exp, x);
+  return record("exp", y, {x}, [y = y.detach()](const Tensor& g) { return std::vector<Tensor>{mul(g, y)}; });
+}
+
+Tensor log(const Tensor& x) {
+  Tensor y = float_unary(UnaryOp::log, x);
+  return record("log", y, {x}, [x = x.detach()](const Tensor& g) { return std::vector<Tensor>{div(g, x)}; });
+}
+
+Tensor sqrt(const Tensor& x) {
+  Tensor y = float_unary(UnaryOp::sqrt, x);
+  return record("sqrt", y, {x}, [y = y.detach()](const Tensor& g) {
+    return std::vector<Tensor>{div(g, mul(y, 2.0))};
+  });
+}
+
+Tensor rsqrt(const Tensor& x) {
+  Tensor y = float_unary(UnaryOp::rsqrt, x);
+  // d/dx x^(-1/2) = -1/2 x^(-3/2) = -1/2 y^3
+  return record("rsqrt", y, {x}, [y = y.detach()](const Tensor& g) {
+    return std::vector<Tensor>{mul(g, mul(pow(y, 3.0), -0.5))};
+  });
+}
+
+Tensor tanh(const Tensor& x) {
+  Tensor y = float_unary(UnaryOp::tanh, x);
+  return record("tanh", y, {x}, [y = y.detach()](const Tensor& g) {
+    Tensor gx = Tensor::empty(g.shape(), g.dtype(), g.device());
+    backend_for(g.device()).binary(BinaryOp::tanh_backward, y, g.contiguous(), gx);
+    return std::vector<Tensor>{gx};
+  });
+}
+
+Tensor gelu(const Tensor& x) {
+  Tensor y = float_unary(UnaryOp::gelu, x);
+  return record("gelu", y, {x}, [x = x.detach()](const Tensor& g) {
+    Tensor gx = Tensor::empty(g.shape(), g.dtype(), g.device());
+    backend_for(g.device()).binary(BinaryOp::gelu_backward, x, g, gx);
+    return std::vector<Tensor>{gx};
+  });
+}
+
+Tensor sigmoid(const Tensor& x) {
+  Tensor y = float_unary(UnaryOp::sigmoid, x);
+  return record("sigmoid", y, {x}, [y = y.detach()](const Tensor& g) {
+    Tensor gx = Tensor::empty(g.shape(), g.dtype(), g.device());
+    backend_for(g.device()).binary(BinaryOp::sigmoid_backward, y, g, gx);
+    return std::vector<Tensor>{gx};
+  });
+}
+
+Tensor relu(const Tensor& x) {
+  Tensor y = unary_kernel(UnaryOp::relu, x);
+  return record("relu", y, {x}, [x = x.detach()](const Tensor& g) {
+    Tensor gx = Tensor::empty(g.shape(), g.dtype(), g.device());
+    backend_for(g.device()).binary(BinaryOp::relu_backward, x, g, gx);
+    return std::vector<Tensor>{gx};
+  });
+}
+
+Tensor abs(const Tensor& x) {
+  Tensor y = unary_kernel(UnaryOp::abs, x);
+  return record("abs", y, {x}, [x = x.detach()](const Tensor& g) {
+    return std::vector<Tensor>{mul(g, unary_kernel(UnaryOp::sign, x))};
+  });
+}
+
+Tensor square(const Tensor& x) {
+  Tensor y = unary_kernel(UnaryOp::square, x);
+  return record("square", y, {x}, [x = x.detach()](const Tensor& g) {
+    return std::vector<Tensor>{mul(g, mul(x, 2.0))};
+  });
+}
+
+Tensor pow(const Tensor& x, double p) {
+  Tensor y = float_unary(UnaryOp::pow_scalar, x, p);
+  return record("pow", y, {x}, [x = x.detach(), p](const Tensor& g) {
+    return std::vector<Tensor>{mul(g, mul(pow(x, p - 1.0), p))};
+  });
+}
+
+Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor y = unary_kernel(UnaryOp::clamp, x, lo.value_or(nan), hi.value_or(nan));
+  // The gradient passes where x lies inside [lo, hi] (bounds included, as PyTorch).
+  return record("clamp", y, {x}, [x = x.detach(), lo, hi](const Tensor& g) {
+    Tensor zero = Tensor::zeros({}, g.dtype(), g.device());
+    Tensor gx = g;
+    if (lo) gx = where(ge(x, Tensor::scalar(*lo, x.dtype(), x.device())), gx, zero);
+    if (hi) gx = where(le(x, Tensor::scalar(*hi, x.dtype(), x.device())), gx, zero);
+    return std::vector<Tensor>{gx};
+  });
+}
+
+}  // namespace lathe

@@ -1,0 +1,90 @@
+// Reference-counted memory on one device, and the allocators that hand it out.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/device.h"
+
+namespace lathe {
+
+// Memory statistics of one device's allocator, in bytes.
+struct MemoryStats {
+  size_t allocated = 0;       // bytes in live blocks
+  size_t peak_allocated = 0;  // high-water mark of `allocated` since the last reset
+  size_t reserved = 0;        // bytes held from the system (a caching allocator holds more than it lends)
+  size_t num_allocs = 0;      // allocations served since start
+};
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* allocate(size_t nbytes) = 0;  // throws lathe::Error when out of memory
+  virtual void deallocate(void* p, size_t nbytes) = 0;
+  virtual MemoryStats stats() const = 0;
+  virtual void reset_peak() = 0;
+  virtual void empty_cache() {}
+};
+
+// Aligned host memory with statistics: the allocator of cpu and of each sim device.
+class HostAllocator final : public Allocator {
+ public:
+  static constexpr size_t kAlignment = 64;
+  explicit HostAllocator(std::string name);
+  void* allocate(size_t nbytes) override;
+  void deallocate(void* p, size_t nbytes) override;
+  MemoryStats stats() const override;
+  void reset_peak() override;
+
+ private:
+  std::string name_;
+  mutable std::mutex mu_;
+  MemoryStats stats_;
+};
+
+// The allocator of a device (cpu, sim:N, or cuda:N once cuda/ registered its backend).
+Allocator& allocator_for(Device d);
+MemoryStats memory_stats(Device d);
+void reset_peak_memory(Device d);
+
+// A block of memory. Tensors share it through shared_ptr; views are tensors over the same storage.
+class Storage {
+ public:
+  Storage(size_t nbytes, Device device);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t nbytes_ = 0;
+  Device device_;
+};
+
+using StoragePtr = std::shared_ptr<Storage>;
+
+// Host<->device traffic, counted so that tests can assert a resumed run transfers exactly what a
+// fresh one does (DESIGN.md, "Transfers are observable").
+struct TransferStats {
+  uint64_t host_to_device = 0;    // copies cpu -> sim/cuda
+  uint64_t device_to_host = 0;    // copies sim/cuda -> cpu (item() on a device tensor is one)
+  uint64_t device_to_device = 0;  // copies between two non-cpu devices
+  uint64_t syncs = 0;             // host waits for a device
+  uint64_t bytes = 0;             // bytes moved by the copies above
+  friend bool operator==(const TransferStats&, const TransferStats&) = default;
+};
+
+TransferStats transfer_stats();
+void reset_transfer_stats();
+// Called by backends: count one copy of `bytes` from `src` to `dst` (cpu->cpu is not counted).
+void count_transfer(Device src, Device dst, size_t bytes);
+void count_sync();
+
+}  // namespace lathe
