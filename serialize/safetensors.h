@@ -1,0 +1,47 @@
+// The safetensors format, exactly as the public specification has it:
+//   8 bytes  little-endian u64 N, the header length
+//   N bytes  a JSON object: name -> {"dtype", "shape", "data_offsets": [begin, end]}, plus an
+//            optional "__metadata__" object of string -> string
+//   rest     the byte buffer; offsets are relative to its start
+// The reader validates as the reference implementation does (header size limit, offsets in range,
+// contiguous and non-overlapping tensors, dtype x shape = byte length, unknown dtypes, duplicate
+// names) and names the file in every error. The writer is atomic: temporary file in the same
+// directory, fsync, rename, fsync of the directory.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace lathe::serialize {
+
+using Metadata = std::map<std::string, std::string>;
+
+struct SafetensorsFile {
+  std::vector<std::pair<std::string, Tensor>> tensors;  // in file order (sorted by offset)
+  Metadata metadata;                                    // the "__metadata__" object
+
+  // The tensor called `name`; throws an error naming the file and the tensor when it is missing.
+  const Tensor& at(const std::string& name) const;
+  const Tensor* find(const std::string& name) const;  // nullptr when missing
+  std::string path;                                   // where it was read from, for messages
+};
+
+// Reads and validates a whole file; tensors are created on `device`.
+SafetensorsFile read_safetensors(const std::string& path, Device device = Device::cpu());
+// Parses a file already in memory (the fuzzer's entry point); `name` is used in messages.
+SafetensorsFile parse_safetensors(const uint8_t* data, size_t size, const std::string& name,
+                                  Device device = Device::cpu());
+
+// Writes tensors (any device, any strides; copied to host contiguous) atomically.
+void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                       const Metadata& metadata = {});
+
+// safetensors dtype names ("F32", "BF16", ...) <-> lathe dtypes.
+const char* safetensors_dtype_name(DType t);
+DType dtype_from_safetensors(const std::string& name, const std::string& where);
+
+}  // namespace lathe::serialize
