@@ -6,7 +6,12 @@
 // The reader validates as the reference implementation does (header size limit, offsets in range,
 // contiguous and non-overlapping tensors, dtype x shape = byte length, unknown dtypes, duplicate
 // names) and names the file in every error. The writer is atomic: temporary file in the same
-// directory, fsync, rename, fsync of the directory.
+// directory, fsync, rename, fsync of the directory (serialize/atomic_file.h).
+//
+// dtypes: F32 F64 BF16 F16 I32 I64 BOOL map to lathe's f32 f64 bf16 f16 i32 i64 b8. lathe has no u8:
+// U8 tensors are read as b8 when every byte is 0 or 1 (masks stored as uint8) and refused otherwise;
+// BOOL bytes must be 0 or 1 too. The writer orders tensors as the reference writer does (by dtype,
+// widest first, then by name), so its bytes match Python's safetensors.torch.save_file.
 #pragma once
 
 #include <map>

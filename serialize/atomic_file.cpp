@@ -1,0 +1,130 @@
+#include "serialize/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace lathe::serialize {
+
+namespace {
+
+std::string sys_error() { return std::strerror(errno); }
+
+// The directory holding `path` ("." for a bare file name).
+std::string dir_of(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return std::string(".");
+  return slash == 0 ? std::string("/") : path.substr(0, slash);
+}
+
+std::string base_of(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// A name no other writer (thread or process) uses at the same time: pid, a per-process counter
+// and the clock. O_EXCL still guards against a leftover file of the same name.
+std::string temp_name(const std::string& dir, const std::string& base, int attempt) {
+  static std::atomic<uint64_t> counter{0};
+  auto ticks = std::chrono::steady_clock::now().time_since_epoch().count();
+  char suffix[96];
+  std::snprintf(suffix, sizeof suffix, ".tmp-%ld-%llu-%llx-%d", long(::getpid()),
+                (unsigned long long)counter.fetch_add(1), (unsigned long long)ticks, attempt);
+  std::string sep = dir == "/" ? "" : "/";
+  return dir + sep + "." + base + suffix;
+}
+
+}  // namespace
+
+AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+  dir_ = dir_of(path_);
+  std::string base = base_of(path_);
+  LATHE_CHECK(!base.empty(), path_, ": cannot write a file here: the path names a directory");
+  // Keep the permissions of the file being replaced; a new file gets 0666 minus the umask.
+  mode_t mode = 0666;
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) == 0) {
+    LATHE_CHECK(!S_ISDIR(st.st_mode), path_, ": cannot write a file here: it is a directory");
+    mode = st.st_mode & 07777;
+  }
+  for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
+    temp_path_ = temp_name(dir_, base, attempt);
+    fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    if (fd_ < 0 && errno != EEXIST)
+      LATHE_FAIL(path_, ": cannot create a temporary file in ", dir_, ": ", sys_error());
+  }
+  LATHE_CHECK(fd_ >= 0, path_, ": cannot create a temporary file in ", dir_,
+              ": every candidate name is taken");
+  if (mode != 0666) (void)::fchmod(fd_, mode);  // open() applied the umask; an old file's mode wins
+}
+
+AtomicFile::~AtomicFile() {
+  if (!committed_) discard();
+}
+
+void AtomicFile::discard() noexcept {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  if (!temp_path_.empty()) ::unlink(temp_path_.c_str());
+  temp_path_.clear();
+}
+
+void AtomicFile::write(const void* data, size_t nbytes) {
+  LATHE_CHECK(fd_ >= 0 && !committed_, path_, ": write after the file was committed or discarded");
+  const char* p = static_cast<const char*>(data);
+  while (nbytes > 0) {
+    ssize_t n = ::write(fd_, p, nbytes);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      std::string why = n < 0 ? sys_error() : "no progress";
+      discard();
+      LATHE_FAIL(path_, ": write failed after ", written_, " bytes (", why,
+                 "); the previous file is unchanged");
+    }
+    p += n;
+    nbytes -= size_t(n);
+    written_ += size_t(n);
+  }
+}
+
+void AtomicFile::commit() {
+  LATHE_CHECK(fd_ >= 0 && !committed_, path_, ": commit of a file already committed or discarded");
+  auto fail = [&](const char* step) {
+    std::string why = sys_error();
+    discard();
+    LATHE_FAIL(path_, ": ", step, " failed (", why, "); the previous file is unchanged");
+  };
+  if (::fsync(fd_) != 0) fail("fsync");
+  int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) fail("close");
+  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) fail("rename");
+  committed_ = true;
+  temp_path_.clear();
+  // The new file is in place; syncing the directory makes the rename durable. A failure here
+  // cannot be undone (the rename happened), so it is reported but the file stays.
+  int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) LATHE_FAIL(path_, ": written, but its directory ", dir_, " could not be opened to sync: ", sys_error());
+  int rc = ::fsync(dfd);
+  int err = errno;
+  ::close(dfd);
+  // Some file systems do not support fsync on directories; that is not a write failure.
+  if (rc != 0 && err != EINVAL && err != ENOTSUP)
+    LATHE_FAIL(path_, ": written, but syncing its directory ", dir_, " failed: ", std::strerror(err));
+}
+
+void write_file_atomically(const std::string& path, const std::function<void(AtomicFile&)>& fill) {
+  AtomicFile file(path);
+  fill(file);  // an exception here destroys `file`, which removes the temporary
+  file.commit();
+}
+
+}  // namespace lathe::serialize

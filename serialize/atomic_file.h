@@ -1,0 +1,46 @@
+// Replacing a file so that readers (and a crash) only ever see the old or the new whole file.
+//
+// The new contents go to a temporary file in the target's directory (same file system, so the
+// final rename is atomic), are flushed to disk with fsync, and the temporary is renamed over the
+// target; the directory is then fsynced so the rename itself survives a power loss. On any error
+// the temporary is removed and the previous file is left untouched, byte for byte.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+
+namespace lathe::serialize {
+
+// An open temporary file that becomes `path` on commit(). Destroying it uncommitted (an exception
+// while writing) removes the temporary. Errors are lathe::Error naming `path` and the system error.
+class AtomicFile {
+ public:
+  explicit AtomicFile(std::string path);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  void write(const void* data, size_t nbytes);
+  // fsync, close, rename over the target, fsync the directory. Call once, after the last write.
+  void commit();
+
+  const std::string& path() const { return path_; }
+  const std::string& temp_path() const { return temp_path_; }
+  size_t bytes_written() const { return written_; }
+
+ private:
+  void discard() noexcept;  // closes and removes the temporary
+  std::string path_;
+  std::string dir_;
+  std::string temp_path_;
+  int fd_ = -1;
+  size_t written_ = 0;
+  bool committed_ = false;
+};
+
+// Runs `fill` on a fresh AtomicFile for `path` and commits it when `fill` returns; if `fill` throws,
+// the temporary is removed and the exception propagates with the old file intact.
+void write_file_atomically(const std::string& path, const std::function<void(AtomicFile&)>& fill);
+
+}  // namespace lathe::serialize

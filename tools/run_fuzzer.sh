@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Fuzzes the safetensors reader: configures a clang build directory (build-fuzz/, or
+# $LATHE_FUZZ_BUILD_DIR), builds the libFuzzer target with AddressSanitizer and
+# UndefinedBehaviorSanitizer, and runs it for a bounded time over a copy of the seed corpus
+# (tests/fuzz/corpus/ stays unchanged). Any crash, sanitizer report, leak, timeout or
+# non-lathe::Error exception fails the run; the input that caused it is saved under
+# <build dir>/fuzz-artifacts/.
+#
+#   tools/run_fuzzer.sh [SECONDS]     default 60; LATHE_JOBS sets the build parallelism
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${1:-60}"
+build="${LATHE_FUZZ_BUILD_DIR:-build-fuzz}"
+cxx="${LATHE_FUZZ_CXX:-$(command -v clang++-14 || command -v clang++)}"
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER="$cxx" "${launcher[@]}" \
+  -DLATHE_FUZZ=ON -DLATHE_TESTS=OFF -DLATHE_CUDA=OFF -DLATHE_NATIVE=OFF >/dev/null
+cmake --build "$build" --target fuzz_safetensors -j "${LATHE_JOBS:-$(nproc)}"
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cp tests/fuzz/corpus/* "$work/"
+mkdir -p "$build/fuzz-artifacts"
+echo "fuzz: running the safetensors reader for ${seconds} s"
+ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=0" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+  "$build/tests/fuzz/fuzz_safetensors" "$work" \
+  -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+  -dict=tests/fuzz/safetensors.dict -artifact_prefix="$build/fuzz-artifacts/" -print_final_stats=1
+echo "fuzz: clean for ${seconds} s"
