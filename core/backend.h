@@ -91,7 +91,8 @@ class Backend {
   // ---- neural-network kernels (last dim) ----
   virtual void softmax(const Tensor& x, const Tensor& out, bool log) = 0;
   virtual void softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& gx, bool log) = 0;
-  // weight and bias may be undefined; mean and rstd are f32 of shape x.shape[:-1].
+  // weight and bias may be undefined; mean and rstd have shape x.shape[:-1] and dtype f32 (f64 when
+  // x is f64, so that gradchecks see no f32 rounding).
   virtual void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
                           const Tensor& out, const Tensor& mean, const Tensor& rstd) = 0;
   // gweight/gbias may be undefined (no affine, or not needed).

@@ -3,15 +3,6 @@
 
 namespace lathe {
 #define LATHE_TODO(name) LATHE_FAIL("cpu kernel ", name, " is not implemented yet")
-void CpuBackend::matmul(const Tensor&, const Tensor&, const Tensor&) { LATHE_TODO("matmul"); }
-void CpuBackend::softmax(const Tensor&, const Tensor&, bool) { LATHE_TODO("softmax"); }
-void CpuBackend::softmax_backward(const Tensor&, const Tensor&, const Tensor&, bool) { LATHE_TODO("softmax_backward"); }
-void CpuBackend::layer_norm(const Tensor&, const Tensor&, const Tensor&, double, const Tensor&, const Tensor&, const Tensor&) { LATHE_TODO("layer_norm"); }
-void CpuBackend::layer_norm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) { LATHE_TODO("layer_norm_backward"); }
-void CpuBackend::embedding(const Tensor&, const Tensor&, const Tensor&) { LATHE_TODO("embedding"); }
-void CpuBackend::embedding_backward(const Tensor&, const Tensor&, const Tensor&) { LATHE_TODO("embedding_backward"); }
-void CpuBackend::cross_entropy(const Tensor&, const Tensor&, int64_t, const Tensor&) { LATHE_TODO("cross_entropy"); }
-void CpuBackend::cross_entropy_backward(const Tensor&, const Tensor&, int64_t, const Tensor&, const Tensor&) { LATHE_TODO("cross_entropy_backward"); }
 void CpuBackend::index_select(const Tensor&, int64_t, const Tensor&, const Tensor&) { LATHE_TODO("index_select"); }
 void CpuBackend::index_add(const Tensor&, int64_t, const Tensor&, const Tensor&) { LATHE_TODO("index_add"); }
 void CpuBackend::gather(const Tensor&, int64_t, const Tensor&, const Tensor&) { LATHE_TODO("gather"); }

@@ -1,9 +1,73 @@
-// PLACEHOLDER: replaced by the real `lathe sample`.
+// lathe sample --checkpoint FILE: text from a trained model. The model is rebuilt from the config
+// stored in the file's metadata (lathe train writes it), the prompt is encoded as bytes, and the
+// continuation is printed raw (bytes, as the model was trained on).
+#include <cmath>
+#include <cstdio>
+
+#include "core/ops.h"
 #include "examples/cli/commands.h"
+#include "examples/lib/tokenizer.h"
+#include "examples/lib/weights_file.h"
 
 namespace lathe::cli {
-void add_sample_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("sample", "(not yet available)");
-  cmd->callback([] { throw Error("lathe sample is not available yet"); });
+
+namespace {
+
+struct SampleOptions {
+  std::string checkpoint;
+  std::string prompt = "\n";
+  int64_t tokens = 200;
+  double temperature = 0.8;
+  int64_t top_k = 0;
+  uint64_t seed = 0;
+  std::string device = "cpu";
+  int64_t samples = 1;
+};
+
+void run_sample(const SampleOptions& o) {
+  if (o.tokens < 0) throw UsageError("--tokens must be >= 0, got " + std::to_string(o.tokens));
+  if (!(std::isfinite(o.temperature) && o.temperature >= 0))
+    throw UsageError("--temperature must be >= 0 (0: greedy), got " + std::to_string(o.temperature));
+  if (o.top_k < 0) throw UsageError("--top-k must be >= 0 (0: no limit), got " + std::to_string(o.top_k));
+  if (o.samples < 1) throw UsageError("--samples must be positive, got " + std::to_string(o.samples));
+  Device device;
+  try {
+    device = Device::parse(o.device);
+  } catch (const Error& e) {
+    throw UsageError(std::string("--device: ") + e.what());
+  }
+  app::LoadedModel loaded = app::load_weights(o.checkpoint, device);
+  const app::ByteTokenizer tok;
+  // An empty prompt starts from a newline, as nanoGPT's sample.py does.
+  const std::vector<int64_t> prompt = tok.encode(o.prompt.empty() ? std::string("\n") : o.prompt);
+  LATHE_CHECK(loaded.model->config().vocab_size >= app::ByteTokenizer::kVocabSize, o.checkpoint,
+              ": vocab_size ", loaded.model->config().vocab_size, " is smaller than the byte vocabulary (256)");
+  for (int64_t s = 0; s < o.samples; ++s) {
+    Tensor idx = Tensor::from_vector(prompt, {1, int64_t(prompt.size())}, device);
+    Tensor out = loaded.model->generate(idx, o.tokens, o.temperature, o.top_k, o.seed + uint64_t(s));
+    std::vector<int64_t> ids = out.to(Device::cpu()).flatten().to_vector<int64_t>();
+    for (int64_t& id : ids) id = id < 256 ? id : '?';  // a larger vocabulary's extra ids are not bytes
+    const std::string text = tok.decode(ids);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fputs(o.samples > 1 ? "\n---------------\n" : "\n", stdout);
+  }
 }
+
+}  // namespace
+
+void add_sample_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("sample", "Generate text from weights written by `lathe train`");
+  auto o = std::make_shared<SampleOptions>();
+  cmd->add_option("--checkpoint", o->checkpoint, "weights file (model.safetensors from lathe train)")->required();
+  cmd->add_option("--prompt", o->prompt, "text to continue (default: a newline)");
+  cmd->add_option("--tokens", o->tokens, "bytes to generate")->capture_default_str();
+  cmd->add_option("--temperature", o->temperature, "softmax temperature; 0 takes the most likely byte")
+      ->capture_default_str();
+  cmd->add_option("--top-k", o->top_k, "sample among the k most likely bytes; 0: all")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "random seed of the sampler")->capture_default_str();
+  cmd->add_option("--samples", o->samples, "number of independent samples")->capture_default_str();
+  cmd->add_option("--device", o->device, "cpu, sim or cuda[:N]")->capture_default_str();
+  cmd->callback([o] { run_sample(*o); });
+}
+
 }  // namespace lathe::cli

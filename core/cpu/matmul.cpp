@@ -1,0 +1,149 @@
+// CPU batched matrix product through Eigen's GEMM.
+//
+// Eigen reads a matrix through a Map with an outer stride, in row-major (unit column stride) or
+// column-major (unit row stride) order, so plain and transposed views go to GEMM without a copy;
+// only a view that is neither (e.g. a strided slice in both dims) is copied first. Batch dims
+// are walked by offsets: a broadcast (stride-0) batch dim is never materialised.
+//
+// Threads: a batch of small products is split over OpenMP threads, one whole product per thread
+// (Eigen notices it is inside a parallel region and stays single-threaded); a single large product
+// lets Eigen parallelise the GEMM itself over the OpenMP threads.
+// GCC 12 reports a false "may be used uninitialized" inside Eigen's AVX-512 GEMM kernels.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <Eigen/Core>
+
+#include <omp.h>
+
+#include "core/cpu/loops.h"
+
+namespace lathe {
+
+namespace {
+
+// Where one operand's matrices lie: row-major (unit column stride) or column-major (unit row
+// stride), with `outer` the stride between rows (row-major) or columns (column-major).
+struct MatrixLayout {
+  bool usable = false;
+  bool row_major = true;
+  int64_t outer = 0;
+};
+
+MatrixLayout layout_of(const Tensor& t) {
+  const int64_t nd = t.dim();
+  const int64_t rows = t.shape()[size_t(nd - 2)], cols = t.shape()[size_t(nd - 1)];
+  // A dim of size 1 never moves the address, so its stride may be taken as anything.
+  const int64_t s_row = rows == 1 ? cols : t.strides()[size_t(nd - 2)];
+  const int64_t s_col = cols == 1 ? 1 : t.strides()[size_t(nd - 1)];
+  if (s_col == 1) return {true, true, s_row};
+  if (rows == 1 || t.strides()[size_t(nd - 2)] == 1) return {true, false, s_col};
+  return {};
+}
+
+// A contiguous copy of t in `dtype` whose broadcast batch dims stay broadcast: the copy has size 1
+// there and is expanded back, so a weight shared across a batch is converted once.
+Tensor compact_copy(const Tensor& t, DType dtype) {
+  Tensor src = t;
+  for (int64_t d = 0; d + 2 < t.dim(); ++d)
+    if (t.strides()[size_t(d)] == 0 && t.shape()[size_t(d)] > 1) src = src.narrow(d, 0, 1);
+  Tensor dst = Tensor::empty(src.shape(), dtype, t.device());
+  backend_for(t.device()).copy(src, dst);
+  return dst.expand(t.shape());
+}
+
+template <class T, int OrderA, int OrderB>
+void gemm(const T* a, int64_t a_outer, const T* b, int64_t b_outer, T* c, int64_t M, int64_t N,
+          int64_t K) {
+  using Stride = Eigen::OuterStride<>;
+  using MatA = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, OrderA>;
+  using MatB = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, OrderB>;
+  using MatC = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  Eigen::Map<const MatA, Eigen::Unaligned, Stride> A(a, M, K, Stride(a_outer));
+  Eigen::Map<const MatB, Eigen::Unaligned, Stride> B(b, K, N, Stride(b_outer));
+  Eigen::Map<MatC> C(c, M, N);
+  C.noalias() = A * B;
+}
+
+template <class T>
+void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const int64_t nd = out.dim();
+  const int64_t M = out.shape()[size_t(nd - 2)], N = out.shape()[size_t(nd - 1)];
+  const int64_t K = a.shape()[size_t(nd - 1)];
+  const MatrixLayout la = layout_of(a), lb = layout_of(b);
+
+  // Offsets of each batch element's matrices, by an odometer over the batch dims.
+  const int64_t batch = out.numel() / std::max<int64_t>(M * N, 1);
+  std::vector<int64_t> a_off(static_cast<size_t>(batch)), b_off(static_cast<size_t>(batch));
+  {
+    std::vector<int64_t> idx(size_t(std::max<int64_t>(nd - 2, 0)), 0);
+    int64_t ao = 0, bo = 0;
+    for (int64_t i = 0; i < batch; ++i) {
+      a_off[size_t(i)] = ao;
+      b_off[size_t(i)] = bo;
+      for (int64_t d = nd - 3; d >= 0; --d) {
+        const size_t du = size_t(d);
+        ao += a.strides()[du];
+        bo += b.strides()[du];
+        if (++idx[du] < out.shape()[du]) break;
+        ao -= a.strides()[du] * out.shape()[du];
+        bo -= b.strides()[du] * out.shape()[du];
+        idx[du] = 0;
+      }
+    }
+  }
+
+  const T* pa = static_cast<const T*>(a.data_ptr());
+  const T* pb = static_cast<const T*>(b.data_ptr());
+  T* pc = static_cast<T*>(out.data_ptr());
+  auto one = [&](int64_t i) {
+    const T* ai = pa + a_off[size_t(i)];
+    const T* bi = pb + b_off[size_t(i)];
+    T* ci = pc + i * M * N;
+    constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
+    if (la.row_major && lb.row_major) gemm<T, R, R>(ai, la.outer, bi, lb.outer, ci, M, N, K);
+    else if (la.row_major) gemm<T, R, C>(ai, la.outer, bi, lb.outer, ci, M, N, K);
+    else if (lb.row_major) gemm<T, C, R>(ai, la.outer, bi, lb.outer, ci, M, N, K);
+    else gemm<T, C, C>(ai, la.outer, bi, lb.outer, ci, M, N, K);
+  };
+
+  // Below about 128^3 multiply-adds Eigen's own threading gains little; whole products per
+  // thread also win whenever there are several per thread.
+  const int64_t work = M * N * K;
+  const int64_t threads = omp_get_max_threads();
+  const bool by_batch = batch > 1 && (work < (int64_t(1) << 21) || batch >= 4 * threads);
+  if (by_batch) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < batch; ++i) one(i);
+  } else {
+    for (int64_t i = 0; i < batch; ++i) one(i);
+  }
+}
+
+}  // namespace
+
+void CpuBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
+  LATHE_CHECK(a_in.dtype() == b_in.dtype() && a_in.dtype() == out.dtype(), "matmul kernel: dtypes differ: ",
+              a_in.desc(), ", ", b_in.desc(), " -> ", out.desc());
+  LATHE_CHECK(out.is_contiguous() && out.dim() >= 2, "matmul kernel: output must be contiguous and at least 2-D, got ",
+              out.desc());
+  if (out.numel() == 0) return;
+  const int64_t K = a_in.shape().back();
+  if (K == 0) {
+    fill(out, 0.0);
+    return;
+  }
+  if (a_in.dtype() == DType::bf16 || a_in.dtype() == DType::f16) {
+    // 16-bit floats multiply in f32: convert, multiply, round once at the end.
+    Tensor a32 = compact_copy(a_in, DType::f32), b32 = compact_copy(b_in, DType::f32);
+    Tensor o32 = Tensor::empty(out.shape(), DType::f32, out.device());
+    batched_gemm<float>(a32, b32, o32);
+    copy(o32, out);
+    return;
+  }
+  Tensor a = layout_of(a_in).usable ? a_in : compact_copy(a_in, a_in.dtype());
+  Tensor b = layout_of(b_in).usable ? b_in : compact_copy(b_in, b_in.dtype());
+  LATHE_DISPATCH_FLOAT(a.dtype(), "matmul", [&]<class T>() {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) batched_gemm<T>(a, b, out);
+  });
+}
+
+}  // namespace lathe

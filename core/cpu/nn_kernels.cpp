@@ -1,0 +1,235 @@
+// CPU kernels for softmax, log-softmax and layer norm, row by row over the last dim.
+//
+// Rows are split over threads in fixed chunks (rows_per_chunk); each row is computed entirely by
+// one thread with deterministic lane sums (row_math.h), so results never depend on threads.
+// 16-bit rows are widened to f32 (WideRow); row statistics accumulate in f64.
+#include <cmath>
+
+#include "core/cpu/loops.h"
+#include "core/cpu/row_math.h"
+
+namespace lathe {
+
+using cpu::parallel_for;
+using cpu::rows_per_chunk;
+using cpu::WideRow;
+
+namespace {
+
+// x viewed as [rows, len] over its last dim.
+struct Rows {
+  int64_t rows, len;
+};
+Rows rows_of(const Tensor& x) {
+  const int64_t len = x.dim() ? x.shape().back() : 1;
+  return {len ? x.numel() / len : 0, len};
+}
+
+template <class T>
+void softmax_rows(const Tensor& x, const Tensor& out, bool log) {
+  using C = typename compute_type<T>::type;
+  const auto [R, V] = rows_of(x);
+  const T* px = static_cast<const T*>(x.data_ptr());
+  T* py = static_cast<T*>(out.data_ptr());
+  parallel_for(R, rows_per_chunk(V), [&](int64_t r0, int64_t r1) {
+    WideRow<T> xin(V), yout(V);
+    for (int64_t r = r0; r < r1; ++r) {
+      const C* xr = xin.read(px + r * V);
+      C* yr = yout.target(py + r * V);
+      // Subtracting the row max keeps exp in range; a row of all -inf gives NaN, as in PyTorch.
+      const C m = cpu::row_max(xr, V);
+      const C s = cpu::exp_shifted_sum(xr, m, yr, V);
+      if (log) {
+        const C log_s = std::log(s);
+        for (int64_t i = 0; i < V; ++i) yr[i] = (xr[i] - m) - log_s;
+      } else {
+        const C inv = C(1) / s;
+        for (int64_t i = 0; i < V; ++i) yr[i] *= inv;
+      }
+      yout.write_back(py + r * V);
+    }
+  });
+}
+
+// softmax:     gx = y * (gy - sum(gy * y))
+// log_softmax: gx = gy - exp(y) * sum(gy)
+template <class T>
+void softmax_backward_rows(const Tensor& y, const Tensor& gy, const Tensor& gx, bool log) {
+  using C = typename compute_type<T>::type;
+  const auto [R, V] = rows_of(y);
+  const T* py = static_cast<const T*>(y.data_ptr());
+  const T* pg = static_cast<const T*>(gy.data_ptr());
+  T* pgx = static_cast<T*>(gx.data_ptr());
+  parallel_for(R, rows_per_chunk(V), [&](int64_t r0, int64_t r1) {
+    WideRow<T> yin(V), gin(V), gout(V);
+    for (int64_t r = r0; r < r1; ++r) {
+      const C* yr = yin.read(py + r * V);
+      const C* gr = gin.read(pg + r * V);
+      C* o = gout.target(pgx + r * V);
+      if (log) {
+        const C s = cpu::row_sum<C>(gr, V);
+        for (int64_t i = 0; i < V; ++i) o[i] = gr[i] - cpu::exp_c(yr[i]) * s;
+      } else {
+        const C d = cpu::row_dot<C>(gr, yr, V);
+        for (int64_t i = 0; i < V; ++i) o[i] = yr[i] * (gr[i] - d);
+      }
+      gout.write_back(pgx + r * V);
+    }
+  });
+}
+
+// The affine parameter widened to C, or `fill` everywhere when it is absent.
+template <class T>
+std::vector<typename compute_type<T>::type> widened_or(const Tensor& p, int64_t n, double fill) {
+  using C = typename compute_type<T>::type;
+  std::vector<C> v(static_cast<size_t>(n), C(fill));
+  if (p.defined()) {
+    const T* pp = static_cast<const T*>(p.data_ptr());
+    for (int64_t i = 0; i < n; ++i) v[size_t(i)] = static_cast<C>(pp[i]);
+  }
+  return v;
+}
+
+// S: the type of the saved mean and rstd (f32, or f64 for f64 inputs).
+template <class T, class S>
+void layer_norm_rows(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                     const Tensor& out, const Tensor& mean, const Tensor& rstd) {
+  using C = typename compute_type<T>::type;
+  const auto [R, D] = rows_of(x);
+  const auto w = widened_or<T>(weight, D, 1.0), b = widened_or<T>(bias, D, 0.0);
+  const T* px = static_cast<const T*>(x.data_ptr());
+  T* py = static_cast<T*>(out.data_ptr());
+  S* pm = static_cast<S*>(mean.data_ptr());
+  S* pr = static_cast<S*>(rstd.data_ptr());
+  parallel_for(R, rows_per_chunk(D), [&](int64_t r0, int64_t r1) {
+    WideRow<T> xin(D), yout(D);
+    for (int64_t r = r0; r < r1; ++r) {
+      const C* xr = xin.read(px + r * D);
+      // Two passes in f64: the centred variance does not cancel catastrophically.
+      const double mu = cpu::row_sum<double>(xr, D) / double(D);
+      const double var = cpu::row_sq_dev<double>(xr, mu, D) / double(D);
+      const double rs = 1.0 / std::sqrt(var + eps);
+      pm[r] = S(mu);
+      pr[r] = S(rs);
+      const C m = C(mu), s = C(rs);
+      C* yr = yout.target(py + r * D);
+      for (int64_t i = 0; i < D; ++i) yr[i] = (xr[i] - m) * s * w[size_t(i)] + b[size_t(i)];
+      yout.write_back(py + r * D);
+    }
+  });
+}
+
+// With xh = (x - mean) * rstd and g = gy * w:
+//   gx = rstd * (g - mean(g) - xh * mean(g * xh)),  gweight = sum_rows(gy * xh),  gbias = sum_rows(gy).
+// The column sums are taken per fixed chunk of rows and the chunk partials added in chunk order.
+template <class T, class S>
+void layer_norm_backward_rows(const Tensor& x, const Tensor& weight, const Tensor& mean,
+                              const Tensor& rstd, const Tensor& gy, const Tensor& gx,
+                              const Tensor& gweight, const Tensor& gbias) {
+  using C = typename compute_type<T>::type;
+  const auto [R, D] = rows_of(x);
+  const auto w = widened_or<T>(weight, D, 1.0);
+  const bool want_w = gweight.defined(), want_b = gbias.defined();
+  const int64_t chunk_rows = rows_per_chunk(D);
+  const int64_t chunks = (R + chunk_rows - 1) / chunk_rows;
+  std::vector<C> part_w(want_w ? size_t(chunks * D) : 0), part_b(want_b ? size_t(chunks * D) : 0);
+
+  const T* px = static_cast<const T*>(x.data_ptr());
+  const T* pg = static_cast<const T*>(gy.data_ptr());
+  T* pgx = static_cast<T*>(gx.data_ptr());
+  const S* pm = static_cast<const S*>(mean.data_ptr());
+  const S* pr = static_cast<const S*>(rstd.data_ptr());
+  parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
+    WideRow<T> xin(D), gin(D), gout(D);
+    for (int64_t c = c0; c < c1; ++c) {
+      C* cw = want_w ? &part_w[size_t(c * D)] : nullptr;
+      C* cb = want_b ? &part_b[size_t(c * D)] : nullptr;
+      for (int64_t r = c * chunk_rows; r < std::min(R, (c + 1) * chunk_rows); ++r) {
+        const C* xr = xin.read(px + r * D);
+        const C* gr = gin.read(pg + r * D);
+        const C mu = C(pm[r]), rs = C(pr[r]);
+        double acc_g[cpu::kLanes] = {}, acc_gx[cpu::kLanes] = {};
+        int64_t i = 0;
+        for (; i + cpu::kLanes <= D; i += cpu::kLanes)
+          for (int64_t j = 0; j < cpu::kLanes; ++j) {
+            const C g = gr[i + j] * w[size_t(i + j)];
+            acc_g[j] += double(g);
+            acc_gx[j] += double(g * ((xr[i + j] - mu) * rs));
+          }
+        double sum_g = 0, sum_gx = 0;
+        for (int64_t j = 0; j < cpu::kLanes; ++j) {
+          sum_g += acc_g[j];
+          sum_gx += acc_gx[j];
+        }
+        for (; i < D; ++i) {
+          const C g = gr[i] * w[size_t(i)];
+          sum_g += double(g);
+          sum_gx += double(g * ((xr[i] - mu) * rs));
+        }
+        const C mean_g = C(sum_g / double(D)), mean_gx = C(sum_gx / double(D));
+        C* o = gout.target(pgx + r * D);
+        for (int64_t k = 0; k < D; ++k) {
+          const C xh = (xr[k] - mu) * rs;
+          o[k] = rs * (gr[k] * w[size_t(k)] - mean_g - xh * mean_gx);
+        }
+        gout.write_back(pgx + r * D);
+        if (cw)
+          for (int64_t k = 0; k < D; ++k) cw[k] += gr[k] * ((xr[k] - mu) * rs);
+        if (cb)
+          for (int64_t k = 0; k < D; ++k) cb[k] += gr[k];
+      }
+    }
+  });
+
+  auto combine = [&](const std::vector<C>& part, const Tensor& dst) {
+    std::vector<double> acc(size_t(D), 0.0);
+    for (int64_t c = 0; c < chunks; ++c)
+      for (int64_t k = 0; k < D; ++k) acc[size_t(k)] += double(part[size_t(c * D + k)]);
+    T* pd = static_cast<T*>(dst.data_ptr());
+    for (int64_t k = 0; k < D; ++k) pd[k] = static_cast<T>(acc[size_t(k)]);
+  };
+  if (want_w) combine(part_w, gweight);
+  if (want_b) combine(part_b, gbias);
+}
+
+}  // namespace
+
+void CpuBackend::softmax(const Tensor& x, const Tensor& out, bool log) {
+  LATHE_CHECK(x.dtype() == out.dtype() && out.is_contiguous(), "softmax kernel: bad output ", out.desc(),
+              " for ", x.desc());
+  Tensor xc = x.contiguous();
+  LATHE_DISPATCH_FLOAT(x.dtype(), log ? "log_softmax" : "softmax",
+                       [&]<class T>() { softmax_rows<T>(xc, out, log); });
+}
+
+void CpuBackend::softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& gx, bool log) {
+  Tensor yc = y.contiguous(), gc = gy.contiguous();
+  LATHE_DISPATCH_FLOAT(y.dtype(), log ? "log_softmax_backward" : "softmax_backward",
+                       [&]<class T>() { softmax_backward_rows<T>(yc, gc, gx, log); });
+}
+
+void CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                            const Tensor& out, const Tensor& mean, const Tensor& rstd) {
+  Tensor xc = x.contiguous();
+  Tensor wc = weight.defined() ? weight.contiguous() : weight;
+  Tensor bc = bias.defined() ? bias.contiguous() : bias;
+  LATHE_DISPATCH_FLOAT(x.dtype(), "layer_norm", [&]<class T>() {
+    if (mean.dtype() == DType::f64) layer_norm_rows<T, double>(xc, wc, bc, eps, out, mean, rstd);
+    else layer_norm_rows<T, float>(xc, wc, bc, eps, out, mean, rstd);
+  });
+}
+
+void CpuBackend::layer_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                     const Tensor& rstd, const Tensor& gy, const Tensor& gx,
+                                     const Tensor& gweight, const Tensor& gbias) {
+  Tensor xc = x.contiguous(), gc = gy.contiguous();
+  Tensor wc = weight.defined() ? weight.contiguous() : weight;
+  LATHE_DISPATCH_FLOAT(x.dtype(), "layer_norm_backward", [&]<class T>() {
+    if (mean.dtype() == DType::f64)
+      layer_norm_backward_rows<T, double>(xc, wc, mean, rstd, gc, gx, gweight, gbias);
+    else
+      layer_norm_backward_rows<T, float>(xc, wc, mean, rstd, gc, gx, gweight, gbias);
+  });
+}
+
+}  // namespace lathe

@@ -1,0 +1,88 @@
+// The CUDA backend: lathe::Backend for cuda:N devices. Registered with core during static
+// initialisation (cuda_backend.cpp); touching no GPU until a cuda tensor is first made.
+//
+// Host code is split by kernel family, each file translating Tensors into the plain pointers,
+// shapes and strides of kernels.h:
+//   cuda_backend.cpp           memory, copies between host and device, synchronisation
+//   backend_data.cpp           copy, fill, arange, random numbers
+//   backend_elementwise.cpp    unary, binary, where, reduce
+//   backend_matmul.cpp         cuBLAS batched products
+//   backend_nn.cpp             softmax, layer norm, embedding, cross-entropy, indexing, Adam
+// Every kernel runs on the device's one stream; the host waits only in copy_to_host and
+// synchronize.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/backend.h"
+#include "cuda/allocator.h"
+#include "cuda/kernels.h"
+#include "cuda/runtime.h"
+
+namespace lathe::cuda {
+
+class CudaBackend final : public Backend {
+ public:
+  std::string name() const override { return "cuda"; }
+
+  Allocator& allocator(int index) override;
+  int device_count() const override { return gpu_count(); }
+  void copy_to_host(void* dst, const void* src, size_t nbytes, int index) override;
+  void copy_from_host(void* dst, const void* src, size_t nbytes, int index) override;
+  void synchronize(int index) override;
+
+  void copy(const Tensor& src, const Tensor& dst) override;
+  void fill(const Tensor& dst, double value) override;
+  void arange(const Tensor& dst, double start, double step) override;
+  void random_uniform(const Tensor& dst, uint64_t seed, uint64_t offset, double lo, double hi) override;
+  void random_normal(const Tensor& dst, uint64_t seed, uint64_t offset, double mean, double std) override;
+
+  void unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1) override;
+  void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) override;
+
+  void reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, const Tensor& out) override;
+  void matmul(const Tensor& a, const Tensor& b, const Tensor& out) override;
+
+  void softmax(const Tensor& x, const Tensor& out, bool log) override;
+  void softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& gx, bool log) override;
+  void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                  const Tensor& out, const Tensor& mean, const Tensor& rstd) override;
+  void layer_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& mean,
+                           const Tensor& rstd, const Tensor& gy, const Tensor& gx,
+                           const Tensor& gweight, const Tensor& gbias) override;
+  void embedding(const Tensor& weight, const Tensor& idx, const Tensor& out) override;
+  void embedding_backward(const Tensor& idx, const Tensor& gout, const Tensor& gweight) override;
+  void cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                     const Tensor& losses) override;
+  void cross_entropy_backward(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                              const Tensor& gloss, const Tensor& glogits) override;
+
+  void index_select(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) override;
+  void index_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) override;
+  void gather(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) override;
+  void scatter_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) override;
+
+  void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                   const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq, double step,
+                   const AdamParams& p) override;
+
+ private:
+  std::mutex mu_;
+  std::vector<std::unique_ptr<CachingAllocator>> allocators_;
+};
+
+// ---- helpers shared by the backend_*.cpp files ----
+DT dt_of(DType t);
+// The context of t's device, made current.
+DeviceContext& context_of(const Tensor& t);
+// Scratch device memory of at least `bytes` on t's device, freed (stream-ordered) when the
+// returned tensor dies.
+Tensor scratch_like(const Tensor& t, size_t bytes);
+// Iteration geometry of `shape` for N operands with the given strides, merged where every operand
+// is contiguous across two dims; throws when more than kMaxDims dims remain.
+template <int N>
+Geometry<N> make_geometry(const Shape& shape, const std::array<const Strides*, N>& strides, const char* op);
+}  // namespace lathe::cuda

@@ -1,0 +1,168 @@
+// The boundary between the CUDA backend's host code (cuda_backend*.cpp, which knows lathe's
+// Tensor) and its kernels (*.cu, which know only raw pointers, shapes and strides).
+//
+// Nothing here includes a lathe core header: nvcc then never parses Eigen, which keeps the .cu
+// files quick to compile. Enums mirror core's by value; cuda_backend.cpp static_asserts that
+// they agree.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+namespace lathe::cuda {
+
+// Mirrors lathe::DType.
+enum class DT : uint8_t { f32, f64, bf16, f16, i32, i64, b8 };
+// Mirror lathe::UnaryOp, BinaryOp and ReduceOp.
+enum class UOp : uint8_t {
+  neg, exp, log, sqrt, rsqrt, tanh, gelu, relu, sigmoid, abs, square, reciprocal, sign,
+  pow_scalar, clamp, affine,
+};
+enum class BOp : uint8_t {
+  add, sub, mul, div, pow, maximum, minimum, eq, ne, lt, le, gt, ge,
+  gelu_backward, tanh_backward, sigmoid_backward, relu_backward,
+};
+enum class ROp : uint8_t { sum, max, min, argmax, argmin };
+
+// A strided iteration space shared by N operands (the output first), after merging dims that are
+// contiguous in every operand. Passed to kernels by value.
+constexpr int kMaxDims = 8;
+template <int N>
+struct Geometry {
+  int ndim = 0;
+  int64_t numel = 0;
+  int64_t shape[kMaxDims] = {};
+  int64_t strides[N][kMaxDims] = {};  // in elements
+};
+
+// One contiguous run for every operand (or a single element)?
+template <int N>
+inline bool is_flat(const Geometry<N>& g) {
+  if (g.ndim > 1) return false;
+  for (int k = 0; k < N; ++k)
+    if (g.ndim == 1 && g.strides[k][0] != 1) return false;
+  return true;
+}
+
+// Where kernels report bad indices without trapping: host-mapped memory the host reads at its next
+// synchronisation with the device (cuda_backend.cpp turns it into a lathe::Error).
+struct DeviceErrorInfo {
+  int32_t code;  // 0 = none; else an IndexError value
+  int32_t pad;
+  int64_t value;     // the offending index
+  int64_t position;  // its flat position in the index tensor
+  int64_t limit;     // the valid range is [0, limit)
+};
+enum IndexError : int32_t {
+  kNoError = 0,
+  kEmbeddingId = 1,
+  kCrossEntropyTarget = 2,
+  kIndexSelect = 3,
+  kIndexAdd = 4,
+  kGather = 5,
+  kScatterAdd = 6,
+};
+
+// ---- copy.cu ----
+// dst[i] = cast(src[i]) over g (operand 0 = dst, 1 = src).
+void launch_copy(const Geometry<2>& g, void* dst, DT dst_dtype, const void* src, DT src_dtype, cudaStream_t s);
+// Fills n elements of elem_size bytes with the bit pattern `bits` (the value already cast on the host).
+void launch_fill(void* dst, int64_t n, int elem_size, uint64_t bits, cudaStream_t s);
+void launch_arange(void* dst, DT dtype, int64_t n, double start, double step, cudaStream_t s);
+// uniform: lo + (hi - lo) * u; normal: mean + std * z (a = lo or mean, b = hi or std).
+void launch_random(void* dst, DT dtype, int64_t n, uint64_t seed, uint64_t offset, double a, double b,
+                   bool normal, cudaStream_t s);
+
+// ---- elementwise.cu ----
+// out = op(x) with p0, p1 as core/backend.h documents; operand 0 = out, 1 = x.
+void launch_unary(UOp op, DT dtype, const Geometry<2>& g, void* out, const void* x, double p0, double p1,
+                  cudaStream_t s);
+// out = op(a, b); a and b of dtype `dtype`, out of dtype (comparisons: b8).
+void launch_binary(BOp op, DT dtype, const Geometry<3>& g, void* out, const void* a, const void* b,
+                   cudaStream_t s);
+void launch_where(DT dtype, const Geometry<4>& g, void* out, const void* cond, const void* a, const void* b,
+                  cudaStream_t s);
+
+// ---- reduce.cu ----
+// Reduces rows of a contiguous x viewed as [K, R] (rows = true) or [R, K] (rows = false) into out[K].
+// scratch_bytes(...) tells the host how much scratch a call needs; it passes that much.
+size_t reduce_scratch_bytes(ROp op, DT dtype, int64_t K, int64_t R, bool rows, int sm_count);
+void launch_reduce(ROp op, DT dtype, const void* x, int64_t K, int64_t R, bool rows, void* out, void* scratch,
+                   int sm_count, cudaStream_t s);
+
+// ---- nn.cu: row kernels over the last dim of contiguous tensors ----
+void launch_softmax(DT dtype, const void* x, void* y, int64_t rows, int64_t len, bool log, cudaStream_t s);
+void launch_softmax_backward(DT dtype, const void* y, const void* gy, void* gx, int64_t rows, int64_t len,
+                             bool log, cudaStream_t s);
+// w and b may be null; mean/rstd are f64 when stat_f64, else f32.
+void launch_layer_norm(DT dtype, const void* x, const void* w, const void* b, double eps, void* y, void* mean,
+                       void* rstd, bool stat_f64, int64_t rows, int64_t len, cudaStream_t s);
+size_t layer_norm_backward_scratch_bytes(DT dtype, int64_t rows, int64_t len);
+// gw and gb may be null (not wanted); w may be null (no affine weight).
+void launch_layer_norm_backward(DT dtype, const void* x, const void* w, const void* mean, const void* rstd,
+                                bool stat_f64, const void* gy, void* gx, void* gw, void* gb, int64_t rows,
+                                int64_t len, void* scratch, cudaStream_t s);
+
+// ---- tokens.cu: embedding and cross-entropy ----
+void launch_embedding(DT dtype, const void* weight, int64_t vocab, int64_t dim, DT idx_dtype, const void* idx,
+                      int64_t n, void* out, DeviceErrorInfo* err, cudaStream_t s);
+size_t embedding_backward_scratch_bytes(int64_t vocab, int64_t n);
+void launch_embedding_backward(DT dtype, DT idx_dtype, const void* idx, int64_t n, const void* gout,
+                               void* gweight, int64_t vocab, int64_t dim, void* scratch, DeviceErrorInfo* err,
+                               cudaStream_t s);
+void launch_cross_entropy(DT dtype, const void* logits, int64_t rows, int64_t classes, DT t_dtype,
+                          const void* targets, int64_t ignore_index, void* losses, DeviceErrorInfo* err,
+                          cudaStream_t s);
+// gloss[n * gloss_stride] is row n's incoming gradient (stride 0: one shared scalar).
+void launch_cross_entropy_backward(DT dtype, const void* logits, int64_t rows, int64_t classes, DT t_dtype,
+                                   const void* targets, int64_t ignore_index, const void* gloss,
+                                   int64_t gloss_stride, void* glogits, DeviceErrorInfo* err, cudaStream_t s);
+
+// ---- index.cu ----
+// Tensors are described as [outer, size, inner] around the indexed dim (x and out contiguous).
+struct IndexShape {
+  int64_t outer = 1, inner = 1;
+  int64_t src_size = 0;  // size of the indexed dim in the tensor read from (or added into)
+  int64_t idx_size = 0;  // number of indices
+};
+// out[o, j, i] = x[o, idx[j], i]
+void launch_index_select(DT dtype, const void* x, const IndexShape& sh, DT idx_dtype, const void* idx, void* out,
+                         DeviceErrorInfo* err, cudaStream_t s);
+// out[o, idx[j], i] += src[o, j, i], each output line summed in order of j.
+void launch_index_add(DT dtype, void* out, const IndexShape& sh, DT idx_dtype, const void* idx, const void* src,
+                      DeviceErrorInfo* err, cudaStream_t s);
+// gather: g walks out's (= idx's) shape with operands 0 = out, 1 = idx, 2 = x, where x's stride in
+// the gathered dim is 0 (that coordinate comes from idx): out = x[offset + idx * x_dim_stride].
+void launch_gather(DT dtype, const Geometry<3>& g, int64_t x_dim_stride, int64_t x_dim_size, DT idx_dtype,
+                   void* out, const void* idx, const void* x, DeviceErrorInfo* err, cudaStream_t s);
+// scatter_add: `lines` walks idx's shape without the scattered dim (operands 0 = idx, 1 = src,
+// 2 = out); each line adds its `len` entries in order: out[.. idx[j] ..] += src[.. j ..].
+struct ScatterLine {
+  int64_t len = 0;          // idx's size in the scattered dim
+  int64_t idx_stride = 0;   // strides along that dim
+  int64_t src_stride = 0;
+  int64_t out_stride = 0;
+  int64_t out_size = 0;     // out's size in that dim: valid indices are [0, out_size)
+};
+void launch_scatter_add(DT dtype, const Geometry<3>& lines, const ScatterLine& line, DT idx_dtype, const void* idx,
+                        const void* src, void* out, DeviceErrorInfo* err, cudaStream_t s);
+
+// ---- optim.cu ----
+struct AdamArgs {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool decoupled_weight_decay, amsgrad, maximize;
+  double step;
+};
+// param and grad of dtype `dtype`, moments of dtype `state_dtype`; max_exp_avg_sq null unless amsgrad.
+void launch_adam(DT dtype, DT state_dtype, void* param, const void* grad, void* exp_avg, void* exp_avg_sq,
+                 void* max_exp_avg_sq, int64_t n, const AdamArgs& a, cudaStream_t s);
+
+// Checks cudaGetLastError after a launch; throws lathe::Error naming `what` (defined in runtime.cpp,
+// so that .cu files need no lathe header).
+void check_launch(const char* what);
+// Throws lathe::Error: kernel `what` has no variant for dtype dt.
+[[noreturn]] void fail_dtype(const char* what, DT dt);
+
+}  // namespace lathe::cuda

@@ -1,0 +1,109 @@
+// Kernel benchmark: how close lathe's CPU kernels come to what the hardware and Eigen can do,
+// for the current thread count (OMP_NUM_THREADS).
+//
+//   bench_kernels [--reps N]
+//
+// (1) f32 matmul 1024 x 1024 x 1024: lathe::matmul against a plain Eigen product (noalias) in
+//     the same run; target lathe >= 90% of Eigen.
+// (2) f32 add of two 16M-element tensors, counting 3 x 64 MB moved, against a plain copy of 16M
+//     floats (memcpy, counting 2 x 64 MB); target add >= 70% of copy. The add is timed twice: the
+//     kernel into a preallocated output (what the target is about) and the whole op, which also
+//     allocates and first-touches a fresh 64 MB output.
+// Each figure is the median of the repetitions after one warm-up run.
+#include <omp.h>
+
+// GCC 12 reports a false "may be used uninitialized" inside Eigen's AVX-512 GEMM kernels.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <Eigen/Core>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/ops.h"
+
+using namespace lathe;
+
+namespace {
+
+// Median seconds of each function over `reps` runs, after one warm-up run of each (page faults,
+// caches, thread start-up). The functions take turns, so a load change on a shared machine
+// affects all of them alike instead of whichever happened to run at the time.
+std::vector<double> median_seconds(int reps, const std::vector<std::function<void()>>& fns) {
+  std::vector<std::vector<double>> t(fns.size());
+  for (const auto& fn : fns) fn();
+  for (int r = 0; r < reps; ++r) {
+    for (size_t k = 0; k < fns.size(); ++k) {
+      auto t0 = std::chrono::steady_clock::now();
+      fns[k]();
+      auto t1 = std::chrono::steady_clock::now();
+      t[k].push_back(std::chrono::duration<double>(t1 - t0).count());
+    }
+  }
+  std::vector<double> med;
+  for (auto& v : t) {
+    std::sort(v.begin(), v.end());
+    med.push_back(v[v.size() / 2]);
+  }
+  return med;
+}
+
+void verdict(const char* what, double ratio, double target) {
+  std::printf("  %-34s %6.1f%%   (target >= %.0f%%: %s)\n", what, 100 * ratio, 100 * target,
+              ratio >= target ? "met" : "MISSED");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int reps = 15;
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == "--reps") reps = std::max(1, std::atoi(argv[i + 1]));
+
+  std::printf("bench_kernels: %d OpenMP threads, Eigen %d.%d.%d, median of %d reps\n", omp_get_max_threads(),
+              EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION, reps);
+
+  // ---- (1) matmul ----
+  {
+    constexpr int64_t n = 1024;
+    const double flop = 2.0 * n * n * n;
+    Tensor a = Tensor::randn({n, n}, 1), b = Tensor::randn({n, n}, 2);
+    Eigen::MatrixXf ea = Eigen::MatrixXf::Random(n, n), eb = Eigen::MatrixXf::Random(n, n), ec(n, n);
+    auto t = median_seconds(reps, {[&] { Tensor c = matmul(a, b); }, [&] { ec.noalias() = ea * eb; }});
+    const double t_lathe = t[0], t_eigen = t[1];
+
+    std::printf("matmul f32 %ldx%ldx%ld\n", long(n), long(n), long(n));
+    std::printf("  lathe::matmul                      %7.1f GFLOP/s  (%.2f ms)\n", flop / t_lathe * 1e-9, t_lathe * 1e3);
+    std::printf("  Eigen MatrixXf product (noalias)   %7.1f GFLOP/s  (%.2f ms)\n", flop / t_eigen * 1e-9, t_eigen * 1e3);
+    verdict("lathe / Eigen", t_eigen / t_lathe, 0.90);
+  }
+
+  // ---- (2) elementwise add vs copy ----
+  {
+    constexpr int64_t n = int64_t(1) << 24;
+    const double mb = double(n) * sizeof(float);
+    Tensor a = Tensor::randn({n}, 3), b = Tensor::randn({n}, 4);
+    Tensor out = Tensor::empty({n});
+    Backend& cpu = backend_for(Device::cpu());
+    std::vector<float> src(size_t(n), 1.0f), dst(size_t(n), 0.0f);
+    auto t = median_seconds(reps, {[&] { cpu.binary(BinaryOp::add, a, b, out); },
+                                   [&] { std::memcpy(dst.data(), src.data(), size_t(mb)); },
+                                   [&] { Tensor c = add(a, b); }});
+    const double t_kernel = t[0], t_copy = t[1], t_op = t[2];
+
+    const double gbs_kernel = 3 * mb / t_kernel * 1e-9, gbs_op = 3 * mb / t_op * 1e-9;
+    const double gbs_copy = 2 * mb / t_copy * 1e-9;
+    std::printf("add f32, 16M elements (3 x 64 MB moved) vs copy (2 x 64 MB)\n");
+    std::printf("  add kernel, preallocated output    %7.1f GB/s  (%.2f ms)\n", gbs_kernel, t_kernel * 1e3);
+    std::printf("  lathe::add, fresh output           %7.1f GB/s  (%.2f ms)\n", gbs_op, t_op * 1e3);
+    std::printf("  memcpy                             %7.1f GB/s  (%.2f ms)\n", gbs_copy, t_copy * 1e3);
+    verdict("add kernel / copy", gbs_kernel / gbs_copy, 0.70);
+    std::printf("  (lathe::add / copy: %.1f%%; the gap to the kernel is the page faults of a fresh 64 MB\n"
+                "   output, which the host allocator maps and unmaps on every call)\n", 100 * gbs_op / gbs_copy);
+  }
+  return 0;
+}

@@ -1,0 +1,146 @@
+#include "examples/lib/data.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+#include "core/error.h"
+
+namespace lathe::app {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool is_hidden(const fs::path& p) {
+  const std::string name = p.filename().string();
+  return !name.empty() && name[0] == '.';
+}
+
+// A NUL byte near the start is how git and grep tell binary files from text.
+bool looks_binary(const MappedFile& f) {
+  const size_t n = std::min<size_t>(f.size(), 8192);
+  return std::memchr(f.data(), 0, n) != nullptr;
+}
+
+// Regular files under `dir`, sorted by path, each real file once (Debian's fortunes has
+// `art.u8 -> art` links that would otherwise count every fortune twice).
+std::vector<std::string> files_under(const fs::path& dir) {
+  std::vector<fs::path> found;
+  // Links to directories are not followed: a link cycle would never end.
+  auto it = fs::recursive_directory_iterator(dir);
+  for (auto end = fs::recursive_directory_iterator(); it != end; ++it) {
+    if (is_hidden(it->path())) {
+      if (it->is_directory()) it.disable_recursion_pending();
+      continue;
+    }
+    if (it->is_regular_file()) found.push_back(it->path());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> files;
+  std::set<fs::path> seen;
+  for (const fs::path& p : found)
+    if (seen.insert(fs::weakly_canonical(p)).second) files.push_back(p.string());
+  return files;
+}
+
+}  // namespace
+
+TextCorpus TextCorpus::open(const std::string& path) {
+  TextCorpus c;
+  c.path_ = path;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  LATHE_CHECK(fs::exists(st), "corpus ", path, ": no such file or directory");
+  if (fs::is_directory(st)) {
+    std::vector<std::string> paths;
+    try {
+      paths = files_under(path);
+    } catch (const fs::filesystem_error& e) {
+      LATHE_FAIL("corpus ", path, ": cannot list the directory: ", e.code().message());
+    }
+    for (const std::string& p : paths) {
+      MappedFile f(p);
+      if (f.size() == 0 || looks_binary(f)) continue;
+      c.files_.push_back(std::move(f));
+    }
+    LATHE_CHECK(!c.files_.empty(), "corpus ", path, ": the directory holds no non-empty text file");
+  } else {
+    c.files_.emplace_back(path);
+  }
+  for (const MappedFile& f : c.files_) {
+    c.starts_.push_back(c.size_);
+    c.size_ += f.size();
+  }
+  LATHE_CHECK(c.size_ > 0, "corpus ", path, ": empty (0 bytes)");
+  return c;
+}
+
+void TextCorpus::read(size_t begin, size_t n, uint8_t* out) const {
+  LATHE_CHECK(begin <= size_ && n <= size_ - begin, "corpus ", path_, ": read of bytes [", begin, ", ",
+              begin + n, ") is past its end (", size_, " bytes)");
+  // The last file that starts at or before `begin`, then forward across file boundaries.
+  size_t i = size_t(std::upper_bound(starts_.begin(), starts_.end(), begin) - starts_.begin()) - 1;
+  while (n > 0) {
+    const size_t within = begin - starts_[i];
+    const size_t take = std::min(n, files_[i].size() - within);
+    std::memcpy(out, files_[i].data() + within, take);
+    out += take;
+    begin += take;
+    n -= take;
+    ++i;
+  }
+}
+
+std::string TextCorpus::text(size_t begin, size_t n) const {
+  std::string s(n, '\0');
+  read(begin, n, reinterpret_cast<uint8_t*>(s.data()));
+  return s;
+}
+
+const char* split_name(Split s) { return s == Split::train ? "train" : "val"; }
+
+TextDataset::TextDataset(TextCorpus corpus, int64_t block_size)
+    : corpus_(std::move(corpus)), block_size_(block_size) {
+  LATHE_CHECK(block_size_ > 0, "TextDataset: block_size must be positive, got ", block_size_);
+  const size_t n = corpus_.size();
+  const size_t window = size_t(block_size_) + 1;
+  // nanoGPT's cut: train = data[:int(n * 0.9)], computed in integers so it is exact.
+  train_size_ = n - n / 10;
+  LATHE_CHECK(n >= window, "corpus ", corpus_.path(), ": ", n, " bytes is shorter than one window of ",
+              window, " bytes (block_size ", block_size_, " + 1)");
+  LATHE_CHECK(train_size_ >= window && n - train_size_ >= window, "corpus ", corpus_.path(), ": ", n,
+              " bytes split into train ", train_size_, " and val ", n - train_size_,
+              " (the last 10%); each split needs at least one window of ", window,
+              " bytes (block_size ", block_size_, " + 1)");
+}
+
+std::vector<size_t> TextDataset::window_starts(Split s, int64_t batch, Generator& gen) const {
+  LATHE_CHECK(batch > 0, "TextDataset: batch size must be positive, got ", batch);
+  // A window needs block_size + 1 bytes, so starts range over [0, size - block_size).
+  const uint64_t choices = split_size(s) - uint64_t(block_size_);
+  const uint64_t first = gen.advance(uint64_t(batch));
+  std::vector<size_t> starts(static_cast<size_t>(batch));
+  for (int64_t b = 0; b < batch; ++b)
+    starts[size_t(b)] = size_t(philox_below(gen.seed(), first + uint64_t(b), choices));
+  return starts;
+}
+
+Batch TextDataset::sample(Split s, int64_t batch, Generator& gen, Device device) const {
+  const std::vector<size_t> starts = window_starts(s, batch, gen);
+  const size_t T = size_t(block_size_);
+  std::vector<uint8_t> window(T + 1);
+  std::vector<int64_t> x(size_t(batch) * T), y(size_t(batch) * T);
+  for (size_t b = 0; b < starts.size(); ++b) {
+    corpus_.read(split_begin(s) + starts[b], T + 1, window.data());
+    for (size_t t = 0; t < T; ++t) {
+      x[b * T + t] = window[t];
+      y[b * T + t] = window[t + 1];
+    }
+  }
+  const Shape shape{batch, block_size_};
+  return {Tensor::from_vector(x, shape, device), Tensor::from_vector(y, shape, device)};
+}
+
+}  // namespace lathe::app

@@ -1,0 +1,79 @@
+// Training data for a byte-level language model: a corpus of text files read through memory maps,
+// split into train and validation bytes, and random windows drawn from a lathe::Generator.
+//
+// The corpus is one file, or every text file under a directory (recursively, sorted by path,
+// concatenated). The last 10% of its bytes are the validation split, as nanoGPT cuts it. A batch
+// is B windows of block_size + 1 consecutive bytes: x is the first block_size, y the last
+// block_size (x shifted by one). Window starts depend only on the generator's (seed, offset), so
+// a checkpoint that stores those two integers replays the same batches after a restart.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/random.h"
+#include "core/tensor.h"
+#include "examples/lib/mapped_file.h"
+
+namespace lathe::app {
+
+// The bytes of a file, or of the text files under a directory, as one read-only sequence.
+class TextCorpus {
+ public:
+  // A directory contributes its regular files (following links, each file once), skipping hidden
+  // entries and files that look binary (a NUL byte in their first 8 KiB, e.g. the .dat indexes of
+  // the fortunes package). Throws lathe::Error naming the path when it does not exist or holds no
+  // text.
+  static TextCorpus open(const std::string& path);
+
+  const std::string& path() const { return path_; }
+  size_t size() const { return size_; }
+  size_t file_count() const { return files_.size(); }
+  const std::string& file_path(size_t i) const { return files_[i].path(); }
+  // Copies bytes [begin, begin + n) of the concatenation (which may span files) into `out`.
+  void read(size_t begin, size_t n, uint8_t* out) const;
+  // The whole [begin, begin + n) as a string (for samples and tests; not for the whole corpus).
+  std::string text(size_t begin, size_t n) const;
+
+ private:
+  std::string path_;
+  std::vector<MappedFile> files_;
+  std::vector<size_t> starts_;  // starts_[i]: offset of files_[i] in the concatenation
+  size_t size_ = 0;
+};
+
+enum class Split : uint8_t { train, val };
+const char* split_name(Split s);
+
+// x and y: i64 [batch, block_size] token ids on the requested device; y[b, t] = x[b, t + 1].
+struct Batch {
+  Tensor x, y;
+};
+
+class TextDataset {
+ public:
+  static constexpr double kValFraction = 0.1;
+
+  // Throws lathe::Error naming the corpus path and the sizes when the corpus, or either split,
+  // is shorter than one window (block_size + 1 bytes).
+  TextDataset(TextCorpus corpus, int64_t block_size);
+
+  const TextCorpus& corpus() const { return corpus_; }
+  int64_t block_size() const { return block_size_; }
+  size_t split_begin(Split s) const { return s == Split::train ? 0 : train_size_; }
+  size_t split_size(Split s) const { return s == Split::train ? train_size_ : corpus_.size() - train_size_; }
+
+  // Start offsets (relative to the split) of `batch` windows; reserves `batch` draws of `gen`.
+  std::vector<size_t> window_starts(Split s, int64_t batch, Generator& gen) const;
+  // A batch of `batch` random windows of the split, as tensors on `device`.
+  Batch sample(Split s, int64_t batch, Generator& gen, Device device = Device::cpu()) const;
+
+ private:
+  TextCorpus corpus_;
+  int64_t block_size_;
+  size_t train_size_;
+};
+
+}  // namespace lathe::app

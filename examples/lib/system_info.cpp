@@ -1,0 +1,127 @@
+#include "examples/lib/system_info.h"
+
+#include <omp.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <Eigen/Core>
+#include <cmath>
+#include <cstdio>
+
+#include "core/backend.h"
+#include "core/error.h"
+
+namespace lathe::app {
+
+std::vector<std::string> compiled_cpu_features() {
+  std::vector<std::string> f;
+#if defined(__SSE4_2__)
+  f.push_back("SSE4.2");
+#endif
+#if defined(__AVX__)
+  f.push_back("AVX");
+#endif
+#if defined(__AVX2__)
+  f.push_back("AVX2");
+#endif
+#if defined(__FMA__)
+  f.push_back("FMA");
+#endif
+#if defined(__F16C__)
+  f.push_back("F16C");
+#endif
+#if defined(__AVX512F__)
+  f.push_back("AVX512F");
+#endif
+#if defined(__AVX512BW__)
+  f.push_back("AVX512BW");
+#endif
+#if defined(__AVX512VL__)
+  f.push_back("AVX512VL");
+#endif
+#if defined(__AVX512BF16__)
+  f.push_back("AVX512BF16");
+#endif
+#if defined(__ARM_NEON)
+  f.push_back("NEON");
+#endif
+  return f;
+}
+
+std::string compiler_description() {
+#if defined(__clang__)
+  return "clang++ " + std::to_string(__clang_major__) + "." + std::to_string(__clang_minor__) + "." +
+         std::to_string(__clang_patchlevel__);
+#elif defined(__GNUC__)
+  return "g++ " + std::to_string(__GNUC__) + "." + std::to_string(__GNUC_MINOR__) + "." +
+         std::to_string(__GNUC_PATCHLEVEL__);
+#else
+  return "unknown compiler";
+#endif
+}
+
+std::string eigen_version() {
+  return std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." +
+         std::to_string(EIGEN_MINOR_VERSION);
+}
+
+int openmp_max_threads() { return omp_get_max_threads(); }
+
+int cpu_count() {
+  long n = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? int(n) : 1;
+}
+
+bool cuda_compiled_in() {
+#if defined(LATHE_HAVE_CUDA)
+  return true;
+#else
+  return false;
+#endif
+}
+
+int cuda_device_count() {
+  if (!backend_available(DeviceType::cuda)) return 0;
+  try {
+    // backend_for checks the index, so asking for device 0 fails exactly when there is no GPU.
+    return backend_for(Device::cuda(0)).device_count();
+  } catch (const Error&) {
+    return 0;
+  }
+}
+
+size_t peak_rss_bytes() {
+  struct rusage ru {};
+  if (::getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+  return size_t(ru.ru_maxrss) * 1024;  // Linux reports kilobytes
+}
+
+std::string format_bytes(size_t bytes) {
+  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = double(bytes);
+  int u = 0;
+  while (v >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  if (u == 0) std::snprintf(buf, sizeof buf, "%zu B", bytes);
+  else std::snprintf(buf, sizeof buf, v < 10 ? "%.2f %s" : v < 100 ? "%.1f %s" : "%.0f %s", v, units[u]);
+  return buf;
+}
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  long s = long(std::lround(seconds));
+  char buf[32];
+  if (s >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, (s / 60) % 60);
+  else if (s >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+  else std::snprintf(buf, sizeof buf, "%lds", s);
+  return buf;
+}
+
+void set_cpu_threads(int n) {
+  if (n > 0) omp_set_num_threads(n);
+}
+
+}  // namespace lathe::app

@@ -1,0 +1,32 @@
+// Facts about this build and this machine, for `lathe info` and the benchmark's report.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace lathe::app {
+
+// Vector instruction sets the compiler was allowed to use (from its predefined macros), e.g.
+// {"SSE4.2", "AVX", "AVX2", "FMA"}. With -march=native these are the host's.
+std::vector<std::string> compiled_cpu_features();
+std::string compiler_description();  // "g++ 12.2.0"
+std::string eigen_version();         // "3.4.0"
+int openmp_max_threads();
+int cpu_count();  // processors online
+// Number of CUDA devices: 0 when CUDA is not compiled in or no GPU is present (never throws).
+int cuda_device_count();
+bool cuda_compiled_in();
+
+// The process's peak resident set size (getrusage), in bytes.
+size_t peak_rss_bytes();
+// "12.3 MiB": binary units, three significant digits.
+std::string format_bytes(size_t bytes);
+// "1h02m", "3m05s", "42s": for ETAs.
+std::string format_duration(double seconds);
+
+// Sets the threads used by lathe's CPU kernels (OpenMP, and Eigen's GEMM through it).
+// n <= 0 leaves the default (OMP_NUM_THREADS or one per processor).
+void set_cpu_threads(int n);
+
+}  // namespace lathe::app

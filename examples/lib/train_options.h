@@ -1,0 +1,43 @@
+// What `lathe train` is asked to do: every flag, with its default. Kept apart from the trainer so
+// the command line, the tests and a future --resume read one plain struct.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace lathe::app {
+
+// Debian's `fortunes` package: about 2.5 MB of English text, installed with the package.
+inline constexpr const char* kDefaultCorpus = "/usr/share/games/fortunes";
+
+struct TrainOptions {
+  std::string data = kDefaultCorpus;  // a text file or a directory of them
+  std::string config = "tiny";        // a preset name or a JSON file with GPTConfig fields
+  std::string device = "cpu";
+  int64_t steps = 600;         // total optimizer steps
+  int64_t batch = 0;           // sequences per step; 0: the preset's batch
+  double lr = 1e-3;            // peak learning rate
+  double min_lr = -1;          // floor of the cosine decay; < 0: lr / 10 (nanoGPT)
+  int64_t warmup = 50;         // linear warm-up steps
+  double weight_decay = 0.1;   // decoupled, on 2-D parameters only
+  double grad_clip = 1.0;      // max global gradient norm; 0 disables
+  std::string optimizer = "adamw";  // adamw | adam | sgd | prodigy
+  double beta1 = 0.9;
+  double beta2 = 0.99;         // nanoGPT's choice for small character models (few tokens per step)
+  uint64_t seed = 1337;
+  int64_t eval_interval = 100;  // evaluate every this many steps (and at the end); 0: only at the end
+  int64_t eval_iters = 20;      // validation batches per evaluation
+  int64_t ckpt_interval = 0;    // save weights every this many steps; 0: only at the end
+  int threads = 0;              // CPU threads; 0: OpenMP's default
+  std::string out = "out";      // run directory: metrics.jsonl, loss.svg, model.safetensors
+  int64_t sample_tokens = 200;  // sample printed at the end; 0: none
+  double progress_seconds = 2;  // a progress line at least this often
+  bool quiet = false;           // no progress lines (tests)
+
+  double effective_min_lr() const { return min_lr < 0 ? lr / 10 : min_lr; }
+};
+
+// Throws cli-agnostic lathe::Error with a message naming the flag when a value is out of range.
+void validate(const TrainOptions& o);
+
+}  // namespace lathe::app

@@ -1,0 +1,29 @@
+// A model's weights as one safetensors file, with what is needed to rebuild the model in its
+// metadata:
+//   "format": "lathe-gpt-weights", "config": GPTConfig as JSON, "tokenizer": "bytes",
+//   plus whatever the caller adds (the trainer adds "step" and "val_loss").
+// Tensors are nanoGPT's names, the tied lm_head.weight stored once as transformer.wte.weight
+// (as Hugging Face stores tied weights), so PyTorch loads them without renaming.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "nn/gpt.h"
+#include "serialize/safetensors.h"
+
+namespace lathe::app {
+
+inline constexpr const char* kWeightsFormat = "lathe-gpt-weights";
+
+void save_weights(const std::string& path, const nn::GPT& model, serialize::Metadata extra = {});
+
+struct LoadedModel {
+  std::unique_ptr<nn::GPT> model;
+  serialize::Metadata metadata;
+};
+// Builds the model from the file's "config" metadata and loads its weights onto `device`. Errors
+// name the file: missing file, no config in the metadata, missing or mis-shaped tensors.
+LoadedModel load_weights(const std::string& path, Device device = Device::cpu());
+
+}  // namespace lathe::app

@@ -1,0 +1,84 @@
+#include "nn/attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+
+namespace lathe::nn {
+
+namespace {
+
+// [T, Tk]: 0 where query i (at position past + i) may see key j, -inf where j is in its future.
+// Added to the scores rather than applied with masked_fill: its backward is one reduction of
+// the incoming gradient, where masked_fill's would make three full passes.
+Tensor causal_bias(int64_t T, int64_t Tk, int64_t past, DType dtype, Device device) {
+  NoGradGuard no_grad;
+  Tensor key_pos = Tensor::arange(0, Tk, 1, DType::i64, device).view({1, Tk});
+  Tensor query_pos = Tensor::arange(past, past + T, 1, DType::i64, device).view({T, 1});
+  return where(gt(key_pos, query_pos), Tensor::scalar(-std::numeric_limits<double>::infinity(), dtype, device),
+               Tensor::scalar(0.0, dtype, device));
+}
+
+}  // namespace
+
+CausalSelfAttention::CausalSelfAttention(int64_t C, int64_t H, bool bias, double dropout,
+                                         std::shared_ptr<Generator> gen, LayerOptions opt)
+    : n_embd(C),
+      n_head(H),
+      c_attn(C, 3 * C, bias, opt),
+      c_proj(C, C, bias, opt),
+      attn_dropout(dropout, gen),
+      resid_dropout(dropout, gen) {
+  LATHE_CHECK(H > 0 && C % H == 0, "CausalSelfAttention: n_embd (", C, ") must be a multiple of n_head (", H, ")");
+  register_module("c_attn", &c_attn);
+  register_module("c_proj", &c_proj);
+  register_module("attn_dropout", &attn_dropout);
+  register_module("resid_dropout", &resid_dropout);
+}
+
+Tensor CausalSelfAttention::forward(const Tensor& x, KVCache* cache) const {
+  LATHE_CHECK(x.dim() == 3 && x.size(2) == n_embd, "CausalSelfAttention: input ", x.desc(), " must be [B, T, ",
+              n_embd, "]");
+  const int64_t B = x.size(0), T = x.size(1), C = n_embd, H = n_head, hs = C / H;
+
+  // q, k, v stay views into the one projection output: [B, T, 3C] -> three [B, H, T, hs].
+  Tensor qkv = c_attn.forward(x);
+  auto head_view = [&](int64_t i) { return qkv.narrow(2, i * C, C).view({B, T, H, hs}).transpose(1, 2); };
+  // Scaling q (T x hs values) is cheaper than scaling the scores (T x T).
+  Tensor q = mul(head_view(0), 1.0 / std::sqrt(double(hs)));
+  Tensor k = head_view(1), v = head_view(2);
+
+  int64_t past = 0;
+  if (cache) {
+    LATHE_CHECK(!grad_enabled() || !x.requires_grad(),
+                "CausalSelfAttention: a KV cache is for inference; run it under NoGradGuard");
+    if (!cache->k.defined() || cache->k.size(0) != B || cache->k.dtype() != x.dtype() ||
+        cache->k.device() != x.device()) {
+      LATHE_CHECK(cache->length == 0, "CausalSelfAttention: the KV cache holds ", cache->length,
+                  " positions of another batch; reset it first");
+      cache->k = Tensor::empty({B, H, cache->capacity, hs}, x.dtype(), x.device());
+      cache->v = Tensor::empty({B, H, cache->capacity, hs}, x.dtype(), x.device());
+    }
+    past = cache->length;
+    LATHE_CHECK(past + T <= cache->capacity, "CausalSelfAttention: ", past, " cached + ", T,
+                " new positions exceed the cache capacity ", cache->capacity);
+    cache->k.narrow(2, past, T).copy_(k);
+    cache->v.narrow(2, past, T).copy_(v);
+    cache->length = past + T;
+    k = cache->k.narrow(2, 0, past + T);
+    v = cache->v.narrow(2, 0, past + T);
+  }
+  const int64_t Tk = past + T;
+
+  Tensor att = matmul(q, k.transpose(-2, -1));  // [B, H, T, Tk]
+  // One query at the newest position sees every key: no mask needed.
+  if (T > 1) att = add(att, causal_bias(T, Tk, past, att.dtype(), att.device()));
+  att = attn_dropout.forward(softmax(att, -1));
+  Tensor y = matmul(att, v);                                   // [B, H, T, hs]
+  y = y.transpose(1, 2).reshape({B, T, C});                    // heads side by side again
+  return resid_dropout.forward(c_proj.forward(y));
+}
+
+}  // namespace lathe::nn

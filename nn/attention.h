@@ -1,0 +1,35 @@
+// Causal multi-head self-attention as GPT-2 (and nanoGPT) computes it: one fused projection
+// c_attn [3C, C] gives q, k and v; each is split into n_head heads of size C / n_head; scores
+// are scaled by 1/sqrt(head_size) and masked so that a position sees only itself and the past;
+// the heads' outputs are joined and projected by c_proj [C, C].
+#pragma once
+
+#include <memory>
+
+#include "nn/layers.h"
+
+namespace lathe::nn {
+
+// The keys and values one attention layer has computed so far during generation, so that each
+// new token costs one query against them instead of recomputing the whole prefix. Buffers are
+// [B, n_head, capacity, head_size], allocated on first use; `length` positions are filled.
+struct KVCache {
+  int64_t capacity = 0;
+  int64_t length = 0;
+  Tensor k, v;
+};
+
+class CausalSelfAttention : public Module {
+ public:
+  CausalSelfAttention(int64_t n_embd, int64_t n_head, bool bias, double dropout, std::shared_ptr<Generator> gen,
+                      LayerOptions opt = {});
+  // x [B, T, C] -> [B, T, C]. With a cache, x holds the T positions after the cache's `length`
+  // ones; their keys and values are appended to it (inference only, under NoGradGuard).
+  Tensor forward(const Tensor& x, KVCache* cache = nullptr) const;
+
+  int64_t n_embd, n_head;
+  Linear c_attn, c_proj;
+  Dropout attn_dropout, resid_dropout;
+};
+
+}  // namespace lathe::nn

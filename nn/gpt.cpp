@@ -1,0 +1,134 @@
+#include "nn/gpt.h"
+
+#include <cmath>
+#include <regex>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+
+namespace lathe::nn {
+
+namespace {
+
+const GPTConfig& validated(const GPTConfig& c) {
+  c.validate();
+  return c;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Smallest and largest value of an integer tensor in host-accessible memory.
+std::pair<int64_t, int64_t> host_min_max(const Tensor& t) {
+  int64_t lo = 0, hi = 0;
+  LATHE_DISPATCH_INDEX(t.dtype(), "GPT", [&]<class T>() {
+    Tensor c = t.contiguous();
+    const T* p = c.data<T>();
+    lo = hi = int64_t(p[0]);
+    for (int64_t i = 1; i < c.numel(); ++i) {
+      lo = std::min<int64_t>(lo, p[i]);
+      hi = std::max<int64_t>(hi, p[i]);
+    }
+  });
+  return {lo, hi};
+}
+
+}  // namespace
+
+Transformer::Transformer(const GPTConfig& c, std::shared_ptr<Generator> gen, LayerOptions opt)
+    : wte(c.vocab_size, c.n_embd, opt), wpe(c.block_size, c.n_embd, opt), drop(c.dropout, gen),
+      ln_f(c.n_embd, c.bias, 1e-5, opt) {
+  register_module("wte", &wte);
+  register_module("wpe", &wpe);
+  register_module("drop", &drop);
+  for (int64_t i = 0; i < c.n_layer; ++i) h.emplace_back(c.n_embd, c.n_head, c.bias, c.dropout, gen, opt);
+  register_module("h", &h);
+  register_module("ln_f", &ln_f);
+}
+
+GPT::GPT(const GPTConfig& config, uint64_t seed, Device device)
+    : config_(validated(config)),
+      dropout_gen_(std::make_shared<Generator>(seed)),
+      transformer(config_, dropout_gen_, {DType::f32, device}),
+      lm_head(config_.n_embd, config_.vocab_size, /*bias=*/false, {DType::f32, device}) {
+  lm_head.tie_weight(transformer.wte.weight);
+  register_module("transformer", &transformer);
+  register_module("lm_head", &lm_head);
+
+  NoGradGuard no_grad;
+  const double std_residual = 0.02 / std::sqrt(2.0 * double(config_.n_layer));
+  uint64_t offset = 0;
+  for (auto& [name, p] : named_parameters()) {
+    if (p.dim() == 2) {  // Linear and Embedding weights; LayerNorm and biases keep 1 and 0
+      const double std = ends_with(name, "c_proj.weight") ? std_residual : 0.02;
+      p.copy_(mul(Tensor::randn(p.shape(), seed, offset, p.dtype(), p.device()), std));
+    }
+    offset += uint64_t(p.numel());
+  }
+}
+
+bool GPT::ignored_state_key(const std::string& key) const {
+  static const std::regex mask_buffer(R"(transformer\.h\.\d+\.attn\.(bias|masked_bias))");
+  return std::regex_match(key, mask_buffer);
+}
+
+int64_t GPT::num_params(bool exclude_position_embeddings) const {
+  int64_t n = Module::num_params();
+  return exclude_position_embeddings ? n - transformer.wpe.weight.numel() : n;
+}
+
+void GPT::check_token_ids(const char* what, const Tensor& t, bool allow_ignore) const {
+  LATHE_CHECK(t.dim() == 2, "GPT: ", what, " must be [B, T], got ", t.desc());
+  LATHE_CHECK(t.dtype() == DType::i64 || t.dtype() == DType::i32, "GPT: ", what, " must hold i64 or i32 token ids, got ",
+              t.desc());
+  LATHE_CHECK(t.size(1) >= 1 && t.size(1) <= config_.block_size, "GPT: ", what, " has sequence length ", t.size(1),
+              " but block_size is ", config_.block_size, " (it must be 1 to ", config_.block_size, ")");
+  // Device memory is checked by the embedding and cross-entropy kernels instead: reading it here
+  // would cost a synchronisation every step.
+  if (t.numel() == 0 || !t.device().host_accessible()) return;
+  auto [lo, hi] = host_min_max(t);
+  const int64_t low_limit = allow_ignore ? -1 : 0;
+  LATHE_CHECK(hi < config_.vocab_size, "GPT: ", what, " holds token id ", hi, " but vocab_size is ",
+              config_.vocab_size, " (ids must be below it)");
+  LATHE_CHECK(lo >= low_limit, "GPT: ", what, " holds token id ", lo, " (ids must be >= ", low_limit,
+              allow_ignore ? "; -1 marks a position to ignore" : "", ")");
+}
+
+Tensor GPT::hidden_states(const Tensor& idx, int64_t pos0, std::vector<KVCache>* caches) const {
+  const int64_t T = idx.size(1);
+  LATHE_CHECK(pos0 + T <= config_.block_size, "GPT: positions ", pos0, "..", pos0 + T - 1,
+              " exceed block_size ", config_.block_size);
+  // Positions are consecutive, so their embeddings are a slice of wpe (a view, no gather).
+  Tensor pos_emb = transformer.wpe.weight.narrow(0, pos0, T);
+  Tensor x = transformer.drop.forward(add(transformer.wte.forward(idx), pos_emb));
+  for (size_t i = 0; i < transformer.h.size(); ++i)
+    x = transformer.h[i].forward(x, caches ? &(*caches)[i] : nullptr);
+  return x;
+}
+
+Tensor GPT::last_logits(const Tensor& hidden) const {
+  const int64_t B = hidden.size(0), T = hidden.size(1);
+  Tensor last = hidden.narrow(1, T - 1, 1);
+  return lm_head.forward(transformer.ln_f.forward(last)).view({B, config_.vocab_size});
+}
+
+GPTOutput GPT::forward(const Tensor& idx, const Tensor& targets) const {
+  check_token_ids("idx", idx, /*allow_ignore=*/false);
+  LATHE_CHECK(idx.device() == device(), "GPT: idx is on ", idx.device().str(), " but the model is on ", device().str());
+  if (targets.defined()) {
+    check_token_ids("targets", targets, /*allow_ignore=*/true);
+    LATHE_CHECK(targets.device() == device(), "GPT: targets is on ", targets.device().str(), " but the model is on ",
+                device().str());
+    LATHE_CHECK(targets.shape() == idx.shape(), "GPT: targets ", targets.desc(), " must have the shape of idx ",
+                idx.desc());
+  }
+  Tensor x = hidden_states(idx, 0, nullptr);
+  GPTOutput out;
+  out.logits = lm_head.forward(transformer.ln_f.forward(x));
+  if (targets.defined())
+    out.loss = cross_entropy(out.logits.view({-1, config_.vocab_size}), targets.reshape({-1}), /*ignore_index=*/-1);
+  return out;
+}
+
+}  // namespace lathe::nn

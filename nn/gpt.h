@@ -1,0 +1,125 @@
+// A GPT-2-style language model, laid out as nanoGPT's GPT so that parameter names and shapes
+// match its state_dict ("transformer.wte.weight", "transformer.h.0.attn.c_attn.weight", ...,
+// "lm_head.weight" tied to "transformer.wte.weight").
+//
+//   x = wte(idx) + wpe(positions); x = block(x) for each block; logits = ln_f(x) @ wte^T
+//
+// Generation keeps a KV cache per block; see GPT::generate.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "nn/block.h"
+
+namespace lathe::nn {
+
+struct GPTConfig {
+  int64_t vocab_size = 0, block_size = 0, n_layer = 0, n_head = 0, n_embd = 0;
+  bool bias = true;       // biases in Linear and LayerNorm layers (nanoGPT's `bias`)
+  double dropout = 0.0;
+
+  // Throws an error naming the field at fault.
+  void validate() const;
+
+  // The sizes of ../shared/bench/gpt_torch.py: tiny, small, char (nanoGPT's shakespeare-char),
+  // gpt2 (GPT-2 small with the vocabulary padded to 50304). Unknown names list the presets.
+  static GPTConfig preset(const std::string& name);
+  static std::vector<std::string> preset_names();
+
+  // {"vocab_size", "block_size", "n_layer", "n_head", "n_embd", "bias", "dropout"}; the first five
+  // are required, bias defaults to true and dropout to 0. Errors name the missing or bad field.
+  nlohmann::json to_json() const;
+  static GPTConfig from_json(const nlohmann::json& j);
+
+  friend bool operator==(const GPTConfig&, const GPTConfig&) = default;
+};
+
+// For nlohmann's `j.get<GPTConfig>()` and `json j = cfg`.
+void to_json(nlohmann::json& j, const GPTConfig& c);
+void from_json(const nlohmann::json& j, GPTConfig& c);
+
+// nanoGPT's `transformer` ModuleDict.
+class Transformer : public Module {
+ public:
+  Transformer(const GPTConfig& c, std::shared_ptr<Generator> gen, LayerOptions opt);
+
+  Embedding wte;  // token embeddings [vocab_size, n_embd]
+  Embedding wpe;  // position embeddings [block_size, n_embd]
+  Dropout drop;
+  ModuleList<Block> h;
+  LayerNorm ln_f;
+};
+
+struct GPTOutput {
+  Tensor logits;  // [B, T, vocab_size]
+  Tensor loss;    // scalar mean cross-entropy; undefined without targets
+};
+
+class GPT : public Module {
+ public:
+  // GPT-2 initialisation: weights of Linear and Embedding layers normal(0, 0.02), the residual
+  // projections (c_proj.weight) normal(0, 0.02 / sqrt(2 n_layer)), biases 0, LayerNorm weights 1.
+  // Parameter i draws from the counter stream (seed, offset_i), offset_i the element count of the
+  // parameters before it, so the same seed gives the same weights on every device.
+  explicit GPT(const GPTConfig& config, uint64_t seed = 0, Device device = Device::cpu());
+
+  // idx [B, T] (i32 or i64, 1 <= T <= block_size, ids in [0, vocab_size)); targets likewise, or
+  // -1 for positions to ignore (as nanoGPT). Errors name the bad value and the limit.
+  GPTOutput forward(const Tensor& idx, const Tensor& targets = Tensor()) const;
+
+  // Parameters counted once each (the tied wte/lm_head weight once); nanoGPT reports the count
+  // without the position embeddings.
+  int64_t num_params(bool exclude_position_embeddings = false) const;
+
+  // Appends max_new_tokens tokens to each row of idx [B, T] and returns [B, T + max_new_tokens]
+  // (i64, on the model's device). Each step conditions on the last block_size tokens, scales the
+  // logits by 1/temperature, keeps the top_k largest (0: all), and draws from the softmax with a
+  // Generator seeded with `seed` (one draw per row per step). temperature 0 takes the argmax.
+  // Runs in eval mode (no dropout) without gradients; the training flag is restored afterwards.
+  //
+  // With use_cache, each block keeps its keys and values, so a step costs one position instead of
+  // the whole context. Once the context is full, the window slides and every position changes
+  // (learned absolute positions), so the cache cannot be rolled: the step then recomputes the
+  // cropped window, as nanoGPT always does. Both paths give the same tokens.
+  Tensor generate(const Tensor& idx, int64_t max_new_tokens, double temperature = 1.0, int64_t top_k = 0,
+                  uint64_t seed = 0, bool use_cache = true);
+  Tensor generate_nocache(const Tensor& idx, int64_t max_new_tokens, double temperature = 1.0, int64_t top_k = 0,
+                          uint64_t seed = 0) {
+    return generate(idx, max_new_tokens, temperature, top_k, seed, false);
+  }
+
+  // Checks token ids [B, T] for this model: i32/i64, 1 <= T <= block_size, values in
+  // [0, vocab_size) (or -1 where allow_ignore). Values are read only from host-accessible memory
+  // (cuda ids are checked by the kernels, so that a step does not synchronise); `what` names the
+  // tensor in the message.
+  void check_token_ids(const char* what, const Tensor& t, bool allow_ignore = false) const;
+
+  const GPTConfig& config() const { return config_; }
+  // The generator every dropout layer draws from (a checkpoint saves its seed and offset).
+  Generator& dropout_generator() { return *dropout_gen_; }
+  Device device() const { return transformer.wte.weight.device(); }
+
+ protected:
+  // nanoGPT (without flash attention) saves its causal masks as buffers "transformer.h.N.attn.bias".
+  bool ignored_state_key(const std::string& key) const override;
+
+ private:
+  // The final hidden states [B, T, C] of idx placed at positions pos0 .. pos0 + T - 1; with
+  // caches (one per block), keys and values are appended to them.
+  Tensor hidden_states(const Tensor& idx, int64_t pos0, std::vector<KVCache>* caches) const;
+  // Logits [B, V] of the last position of hidden states [B, T, C].
+  Tensor last_logits(const Tensor& hidden) const;
+
+  GPTConfig config_;
+  std::shared_ptr<Generator> dropout_gen_;
+
+ public:
+  Transformer transformer;
+  Linear lm_head;  // weight tied to transformer.wte.weight, no bias
+};
+
+}  // namespace lathe::nn

@@ -1,0 +1,76 @@
+// The basic layers, with PyTorch's parameter names and layouts so that state dicts match:
+// Linear (weight [out, in], bias [out]), Embedding (weight [num, dim]), LayerNorm (weight, bias
+// [dim]), Dropout and GELU (no parameters).
+//
+// Constructors create parameters with placeholder values (zeros, LayerNorm's ones); the model
+// that owns a layer initialises it (GPT does GPT-2's init), so random numbers come from one place.
+#pragma once
+
+#include <memory>
+
+#include "core/random.h"
+#include "nn/module.h"
+
+namespace lathe::nn {
+
+struct LayerOptions {
+  DType dtype = DType::f32;
+  Device device = Device::cpu();
+};
+
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true, LayerOptions opt = {});
+  // x [..., in] -> [..., out]
+  Tensor forward(const Tensor& x) const;
+
+  // Makes this layer's weight the same tensor as `w` (weight tying, e.g. lm_head and wte).
+  void tie_weight(const Tensor& w);
+
+  int64_t in_features, out_features;
+  Tensor weight;  // [out, in]
+  Tensor bias;    // [out], undefined without bias
+};
+
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, LayerOptions opt = {});
+  // ids (i32/i64, any shape) -> ids.shape + [dim]
+  Tensor forward(const Tensor& ids) const;
+
+  int64_t num_embeddings, embedding_dim;
+  Tensor weight;  // [num, dim]
+};
+
+class LayerNorm : public Module {
+ public:
+  LayerNorm(int64_t dim, bool bias = true, double eps = 1e-5, LayerOptions opt = {});
+  Tensor forward(const Tensor& x) const;
+
+  int64_t dim;
+  double eps;
+  Tensor weight;  // [dim], ones
+  Tensor bias;    // [dim], zeros; undefined without bias
+};
+
+// Inverted dropout. Its random numbers come from a Generator shared with the model that owns it,
+// so a model's dropout masks are reproducible from one seed (and a checkpoint's two integers).
+class Dropout : public Module {
+ public:
+  Dropout(double p, std::shared_ptr<Generator> gen);
+  // The identity in eval mode or when p == 0 (and then the generator does not advance).
+  Tensor forward(const Tensor& x) const;
+
+  double p;
+
+ private:
+  std::shared_ptr<Generator> gen_;
+};
+
+// GELU with the tanh approximation, as GPT-2.
+class GELU : public Module {
+ public:
+  Tensor forward(const Tensor& x) const;
+};
+
+}  // namespace lathe::nn

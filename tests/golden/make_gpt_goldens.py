@@ -1,0 +1,93 @@
+"""Golden cases for tests/test_gpt.cpp: one forward and backward pass of the PyTorch reference GPT
+(../shared/bench/gpt_torch.py), written in the `lathe ref` case format of kind "gpt"
+(../shared/REFERENCE_CASES.md).
+
+    /usr/bin/python3 tests/golden/make_gpt_goldens.py
+
+Writes, next to this script, for each case NAME:
+  NAME.case.safetensors       config (metadata "case"), every parameter, idx, targets
+  NAME.expected.safetensors   logits, loss, grad.<parameter name>
+
+The reference is computed in float64 from the float32 inputs, so the expected values are as exact
+as float32 can hold them. Cases:
+  gpt_tiny    bias=True, idx/targets i64, lm_head.weight present (so grad.lm_head.weight expected)
+  gpt_nobias  bias=False (no Linear biases and, as nanoGPT, no LayerNorm biases), i32 ids,
+              T == block_size, lm_head.weight absent
+The safetensors package is not installed here; a minimal writer follows the public format.
+"""
+import importlib.util, json, os, struct
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GPT_TORCH = os.path.join(HERE, "..", "..", "..", "shared", "bench", "gpt_torch.py")
+
+DTYPES = {torch.float32: "F32", torch.int32: "I32", torch.int64: "I64"}
+
+
+def load_reference():
+    spec = importlib.util.spec_from_file_location("gpt_torch", GPT_TORCH)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def save_file(tensors, path, metadata=None):
+    header, chunks, offset = {}, [], 0
+    if metadata:
+        header["__metadata__"] = metadata
+    for name in sorted(tensors):
+        t = tensors[name].detach().contiguous().cpu()
+        b = t.numpy().tobytes()
+        header[name] = {"dtype": DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(b)]}
+        chunks.append(b)
+        offset += len(b)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(chunks))
+
+
+def make_case(ref, name, V, block, L, H, C, bias, B, T, id_dtype, with_lm_head, seed):
+    torch.manual_seed(seed)
+    model = ref.GPT(V, block, L, H, C, bias=bias)
+    with torch.no_grad():
+        for mod in model.modules():
+            if isinstance(mod, torch.nn.LayerNorm):
+                # LayerNorm weights away from 1, so their gradients are tested with nontrivial values.
+                mod.weight.add_(0.1 * torch.randn_like(mod.weight))
+                if not bias:
+                    mod.bias = None  # nanoGPT's LayerNorm(bias=False); gpt_torch.py always has one
+    idx = torch.randint(0, V, (B, T))
+    targets = torch.randint(0, V, (B, T))
+
+    config = {"vocab_size": V, "block_size": block, "n_layer": L, "n_head": H, "n_embd": C, "bias": bias}
+    case = {n: p.detach().float().clone() for n, p in model.state_dict().items()}
+    if not with_lm_head:
+        del case["lm_head.weight"]
+    case["idx"] = idx.to(id_dtype)
+    case["targets"] = targets.to(id_dtype)
+    save_file(case, os.path.join(HERE, name + ".case.safetensors"),
+              {"case": json.dumps({"kind": "gpt", "config": config})})
+
+    model = model.double()
+    logits, loss = model(idx, targets)
+    loss.backward()
+    expected = {"logits": logits.float(), "loss": loss.float()}
+    for n, p in model.named_parameters():
+        expected["grad." + n] = p.grad.float()
+    if with_lm_head:  # tied: the same combined gradient under both names
+        expected["grad.lm_head.weight"] = model.transformer.wte.weight.grad.float()
+    save_file(expected, os.path.join(HERE, name + ".expected.safetensors"))
+    print(f"{name}: params={sum(p.numel() for p in model.parameters())} loss={loss.item():.6f}")
+
+
+def main():
+    ref = load_reference()
+    make_case(ref, "gpt_tiny", V=64, block=16, L=2, H=2, C=32, bias=True, B=2, T=8,
+              id_dtype=torch.int64, with_lm_head=True, seed=1234)
+    make_case(ref, "gpt_nobias", V=48, block=8, L=2, H=4, C=16, bias=False, B=3, T=8,
+              id_dtype=torch.int32, with_lm_head=False, seed=4321)
+
+
+if __name__ == "__main__":
+    main()

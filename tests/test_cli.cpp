@@ -1,0 +1,84 @@
+// The `lathe` program as a user meets it: exit codes (0 ok, 1 runtime error, 2 usage error) and
+// one-line messages. Runs the built binary (LATHE_CLI_PATH) through the shell.
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Run {
+  int code;
+  std::string output;  // stdout and stderr together
+};
+
+Run run_lathe(const std::string& args) {
+  const fs::path out = fs::temp_directory_path() / ("lathe_test_cli_" + std::to_string(::getpid()) + ".txt");
+  const std::string cmd = std::string("'") + LATHE_CLI_PATH + "' " + args + " > '" + out.string() + "' 2>&1";
+  const int status = std::system(cmd.c_str());
+  std::ifstream in(out);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  fs::remove(out);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ss.str()};
+}
+
+size_t line_count(const std::string& s) {
+  size_t n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("cli: help and info succeed") {
+  Run help = run_lathe("--help");
+  CHECK(help.code == 0);
+  CHECK(help.output.find("train") != std::string::npos);
+  CHECK(run_lathe("train --help").code == 0);
+  Run info = run_lathe("info");
+  CHECK(info.code == 0);
+  CHECK(info.output.find("Eigen") != std::string::npos);
+  CHECK(info.output.find("CUDA") != std::string::npos);
+  Run json = run_lathe("info --json");
+  CHECK(json.code == 0);
+  CHECK(json.output.find("\"version\"") != std::string::npos);
+}
+
+TEST_CASE("cli: usage errors exit 2 with one line") {
+  for (const char* args : {"no-such-command", "train --steps -3", "train --steps abc", "train --config nope",
+                           "train --optimizer rmsprop", "train --lr 0", "bench --config nope",
+                           "sample --tokens 5"}) {
+    CAPTURE(args);
+    Run r = run_lathe(args);
+    CHECK(r.code == 2);
+    CHECK(line_count(r.output) <= 2);  // CLI11 may add a "Run with --help" line
+  }
+}
+
+TEST_CASE("cli: runtime errors exit 1 with one line naming the path") {
+  const std::string missing = (fs::temp_directory_path() / "lathe_no_such_corpus").string();
+  Run r = run_lathe("train --steps 1 --data " + missing);
+  CHECK(r.code == 1);
+  CHECK(line_count(r.output) == 1);
+  CHECK(r.output.find(missing) != std::string::npos);
+
+  const fs::path empty = fs::temp_directory_path() / ("lathe_empty_corpus_" + std::to_string(::getpid()));
+  std::ofstream(empty).close();
+  Run e = run_lathe("train --steps 1 --data " + empty.string());
+  fs::remove(empty);
+  CHECK(e.code == 1);
+  CHECK(line_count(e.output) == 1);
+  CHECK(e.output.find("empty") != std::string::npos);
+
+  Run s = run_lathe("sample --checkpoint " + missing);
+  CHECK(s.code == 1);
+  CHECK(s.output.find(missing) != std::string::npos);
+}

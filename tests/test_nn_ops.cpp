@@ -1,0 +1,416 @@
+// Compute-heavy ops: matmul, softmax/log_softmax, layer_norm, embedding, cross_entropy, dropout.
+// Values and gradients against PyTorch goldens (tests/golden/make_nn_op_goldens.py), f64
+// gradchecks, bad-input errors, 16-bit inputs and thread-count determinism.
+#include <doctest/doctest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+#include "tests/golden/nn_ops_golden.h"
+
+using namespace lathe;
+
+namespace {
+
+const nn_golden::GoldenTensor& golden_entry(const std::string& name) {
+  for (const auto& t : nn_golden::all())
+    if (name == t.name) return t;
+  FAIL("no golden tensor ", name);
+  throw;  // unreachable
+}
+
+// A golden input: f32 (or i64 ids); `requires_grad` marks a leaf whose gradient is compared.
+Tensor golden(const std::string& name, bool requires_grad = false) {
+  const auto& g = golden_entry(name);
+  if (g.is_index) {
+    std::vector<int64_t> v(g.values.begin(), g.values.end());
+    return Tensor::from_vector(v, g.shape);
+  }
+  std::vector<float> v(g.values.begin(), g.values.end());
+  Tensor t = Tensor::from_vector(v, g.shape);
+  if (requires_grad) t.requires_grad_(true);
+  return t;
+}
+
+// |actual - expected| <= rtol * |expected| + atol for every element (f32 results vs PyTorch f32).
+void check_close(const Tensor& actual, const std::string& name, double rtol = 1e-5, double atol = 1e-6) {
+  const auto& g = golden_entry(name);
+  INFO("golden ", name);
+  REQUIRE(actual.defined());
+  REQUIRE(actual.shape() == g.shape);
+  std::vector<double> a = actual.to(DType::f64).contiguous().to_vector<double>();
+  int bad = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!(std::abs(a[i] - g.values[i]) <= rtol * std::abs(g.values[i]) + atol)) {
+      if (++bad <= 3) MESSAGE("element ", i, ": ", a[i], " vs ", g.values[i]);
+    }
+  }
+  CHECK(bad == 0);
+}
+
+// Runs out = f(inputs), checks out, then backpropagates sum(out * gout) and checks each grad.
+void check_case(const std::string& c, const std::vector<std::string>& grad_inputs,
+                const std::vector<Tensor>& inputs, const std::function<Tensor(const std::vector<Tensor>&)>& f) {
+  Tensor out = f(inputs);
+  check_close(out, c + ".out");
+  sum(mul(out, golden(c + ".gout"))).backward();
+  for (size_t i = 0; i < grad_inputs.size(); ++i)
+    if (!grad_inputs[i].empty()) check_close(inputs[i].grad(), c + ".grad_" + grad_inputs[i]);
+}
+
+Tensor randn64(const Shape& s, uint64_t seed) { return Tensor::randn(s, seed, 0, DType::f64).requires_grad_(true); }
+
+void check_grad(const std::function<Tensor(const std::vector<Tensor>&)>& f, const std::vector<Tensor>& inputs) {
+  std::string msg = gradcheck(f, inputs);
+  INFO(msg);
+  CHECK(msg.empty());
+}
+
+// Runs f with n OpenMP threads.
+std::vector<float> with_threads(int n, const std::function<std::vector<float>()>& f) {
+  int prev = omp_get_max_threads();
+  omp_set_num_threads(n);
+  std::vector<float> v = f();
+  omp_set_num_threads(prev);
+  return v;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// matmul
+
+TEST_CASE("matmul: values and grads against PyTorch") {
+  auto mm = [](const std::vector<Tensor>& x) { return matmul(x[0], x[1]); };
+  for (const char* c : {"matmul_2d", "matmul_bcast", "matmul_vec_left", "matmul_vec_right", "matmul_dot"}) {
+    SUBCASE(c) {
+      std::string s = c;
+      check_case(s, {"a", "b"}, {golden(s + ".a", true), golden(s + ".b", true)}, mm);
+    }
+  }
+  SUBCASE("linear layer through a transposed weight view") {
+    check_case("matmul_linear", {"x", "w"}, {golden("matmul_linear.x", true), golden("matmul_linear.w", true)},
+               [](const std::vector<Tensor>& x) { return matmul(x[0], x[1].t()); });
+  }
+}
+
+TEST_CASE("matmul: strided views need no contiguous copy to be right") {
+  Tensor a = Tensor::randn({6, 8}, 1), b = Tensor::randn({8, 5}, 2);
+  Tensor ref = matmul(a, b);
+  std::vector<float> r = ref.to_vector<float>();
+  // column-major a (transpose of a contiguous [8, 6]) and a row-strided b (every other row).
+  Tensor at = a.t().contiguous().t();
+  Tensor bs = Tensor::zeros({16, 5});
+  bs.slice(0, 0, 16, 2).copy_(b);
+  auto close = [&](const Tensor& x) {
+    std::vector<float> v = x.to_vector<float>();
+    for (size_t i = 0; i < v.size(); ++i) CHECK(v[i] == doctest::Approx(r[i]).epsilon(1e-5));
+  };
+  close(matmul(at, b));
+  close(matmul(a, bs.slice(0, 0, 16, 2)));
+  // neither row- nor column-major: strided in both dims
+  Tensor big = Tensor::zeros({12, 16});
+  big.slice(0, 0, 12, 2).slice(1, 0, 16, 2).copy_(a);
+  close(matmul(big.slice(0, 0, 12, 2).slice(1, 0, 16, 2), b));
+  // a broadcast (stride-0) batch operand
+  Tensor batched = matmul(a.unsqueeze(0).expand({3, 6, 8}), b);
+  for (int i = 0; i < 3; ++i) close(batched.select(0, i));
+}
+
+TEST_CASE("matmul: gradcheck with broadcasting and 1-D operands") {
+  auto mm = [](const std::vector<Tensor>& x) { return matmul(x[0], x[1]); };
+  check_grad(mm, {randn64({3, 4}, 1), randn64({4, 2}, 2)});
+  check_grad(mm, {randn64({2, 1, 3, 4}, 3), randn64({3, 4, 2}, 4)});  // batch broadcast both ways
+  check_grad(mm, {randn64({2, 3, 4}, 5), randn64({4, 2}, 6)});        // folded linear-layer path
+  check_grad(mm, {randn64({4}, 7), randn64({2, 4, 3}, 8)});
+  check_grad(mm, {randn64({3, 4}, 9), randn64({4}, 10)});
+  check_grad(mm, {randn64({4}, 11), randn64({4}, 12)});
+  check_grad([](const std::vector<Tensor>& x) { return matmul(x[0], x[1].t()); },
+             {randn64({2, 3, 4}, 13), randn64({5, 4}, 14)});
+}
+
+TEST_CASE("matmul: bad input") {
+  Tensor a = Tensor::zeros({2, 3}), b = Tensor::zeros({4, 5});
+  CHECK_THROWS_WITH_AS(matmul(a, b), doctest::Contains("a has 3 columns but b has 4 rows"), Error);
+  CHECK_THROWS_WITH_AS(matmul(a, Tensor::zeros({3}, DType::i64)), doctest::Contains("floating"), Error);
+  CHECK_THROWS_WITH_AS(matmul(a, Tensor::zeros({3, 2}, DType::f64)), doctest::Contains("dtypes differ"), Error);
+  CHECK_THROWS_WITH_AS(matmul(a, Tensor::zeros({3, 2}, DType::f32, Device::sim(0))),
+                       doctest::Contains("sim"), Error);
+  CHECK_THROWS_WITH_AS(matmul(Tensor::zeros({2, 2, 3}), Tensor::zeros({3, 3, 2})),
+                       doctest::Contains("cannot be broadcast"), Error);
+  CHECK_THROWS_AS(matmul(Tensor::scalar(1), Tensor::zeros({1})), Error);
+}
+
+TEST_CASE("matmul: empty inner dim gives zeros; bf16 computes in f32") {
+  CHECK(sum(matmul(Tensor::ones({2, 0}), Tensor::ones({0, 3}))).item() == 0);
+  Tensor a = Tensor::randn({5, 33}, 3), b = Tensor::randn({33, 7}, 4);
+  std::vector<float> ref = matmul(a, b).to_vector<float>();
+  std::vector<float> half = matmul(a.to(DType::bf16), b.to(DType::bf16)).to(DType::f32).to_vector<float>();
+  for (size_t i = 0; i < ref.size(); ++i) CHECK(half[i] == doctest::Approx(ref[i]).epsilon(0.05).scale(6));
+}
+
+// ---------------------------------------------------------------------------------------------
+// softmax / log_softmax
+
+TEST_CASE("softmax and log_softmax: values and grads against PyTorch") {
+  SUBCASE("softmax last dim") {
+    check_case("softmax_last", {"x"}, {golden("softmax_last.x", true)},
+               [](const std::vector<Tensor>& x) { return softmax(x[0], -1); });
+  }
+  SUBCASE("softmax dim 0") {
+    check_case("softmax_dim0", {"x"}, {golden("softmax_dim0.x", true)},
+               [](const std::vector<Tensor>& x) { return softmax(x[0], 0); });
+  }
+  SUBCASE("log_softmax middle dim") {
+    check_case("log_softmax_dim1", {"x"}, {golden("log_softmax_dim1.x", true)},
+               [](const std::vector<Tensor>& x) { return log_softmax(x[0], 1); });
+  }
+  SUBCASE("large logits stay finite") {
+    check_case("log_softmax_large", {"x"}, {golden("log_softmax_large.x", true)},
+               [](const std::vector<Tensor>& x) { return log_softmax(x[0], -1); });
+    check_case("softmax_large", {"x"}, {golden("softmax_large.x", true)},
+               [](const std::vector<Tensor>& x) { return softmax(x[0], -1); });
+  }
+}
+
+TEST_CASE("softmax: gradcheck over every dim") {
+  for (int64_t d : {0, 1, 2, -1}) {
+    check_grad([d](const std::vector<Tensor>& x) { return softmax(x[0], d); }, {randn64({2, 3, 19}, 20 + d)});
+    check_grad([d](const std::vector<Tensor>& x) { return log_softmax(x[0], d); }, {randn64({2, 3, 19}, 30 + d)});
+  }
+}
+
+TEST_CASE("softmax: masked rows, 0-d input, bad input") {
+  const float inf = std::numeric_limits<float>::infinity();
+  Tensor x = Tensor::from_vector<float>({0, -inf, 1, -inf}, {1, 4});
+  std::vector<float> y = softmax(x).to_vector<float>();
+  CHECK(y[1] == 0.0f);  // exp(-inf) is exactly 0, as masked attention needs
+  CHECK(y[3] == 0.0f);
+  CHECK(y[0] + y[2] == doctest::Approx(1.0));
+  CHECK(softmax(Tensor::scalar(3.0)).item() == 1.0);
+  CHECK_THROWS_WITH_AS(softmax(Tensor::zeros({2}, DType::i64)), doctest::Contains("softmax"), Error);
+  CHECK_THROWS_WITH_AS(log_softmax(Tensor::zeros({2, 3}), 2), doctest::Contains("log_softmax"), Error);
+}
+
+TEST_CASE("softmax: bf16 rows compute in f32") {
+  Tensor x = Tensor::randn({4, 50}, 5);
+  std::vector<float> ref = softmax(x).to_vector<float>();
+  std::vector<float> half = softmax(x.to(DType::bf16)).to(DType::f32).to_vector<float>();
+  for (size_t i = 0; i < ref.size(); ++i) CHECK(half[i] == doctest::Approx(ref[i]).epsilon(0.02).scale(0.01));
+}
+
+// ---------------------------------------------------------------------------------------------
+// layer_norm
+
+TEST_CASE("layer_norm: values and grads against PyTorch") {
+  SUBCASE("with weight and bias") {
+    std::vector<Tensor> in{golden("layer_norm_affine.x", true), golden("layer_norm_affine.weight", true),
+                           golden("layer_norm_affine.bias", true)};
+    check_case("layer_norm_affine", {"x", "weight", "bias"}, in,
+               [](const std::vector<Tensor>& x) { return layer_norm(x[0], x[1], x[2], 1e-5); });
+  }
+  SUBCASE("without affine parameters") {
+    check_case("layer_norm_plain", {"x"}, {golden("layer_norm_plain.x", true)},
+               [](const std::vector<Tensor>& x) { return layer_norm(x[0], Tensor(), Tensor(), 1e-5); });
+  }
+}
+
+TEST_CASE("layer_norm: gradcheck with and without weight/bias") {
+  auto full = [](const std::vector<Tensor>& x) { return layer_norm(x[0], x[1], x[2], 1e-5); };
+  check_grad(full, {randn64({3, 2, 21}, 40), randn64({21}, 41), randn64({21}, 42)});
+  check_grad([](const std::vector<Tensor>& x) { return layer_norm(x[0], x[1], Tensor(), 1e-5); },
+             {randn64({4, 5}, 43), randn64({5}, 44)});
+  check_grad([](const std::vector<Tensor>& x) { return layer_norm(x[0], Tensor(), Tensor(), 1e-5); },
+             {randn64({4, 18}, 45)});
+  // weight that does not require grad: x's gradient still flows
+  check_grad(full, {randn64({2, 7}, 46), Tensor::randn({7}, 47, 0, DType::f64), randn64({7}, 48)});
+}
+
+TEST_CASE("layer_norm: bad input") {
+  Tensor x = Tensor::zeros({2, 4});
+  CHECK_THROWS_WITH_AS(layer_norm(x, Tensor::ones({5}), Tensor()), doctest::Contains("weight f32[5]"), Error);
+  CHECK_THROWS_WITH_AS(layer_norm(x, Tensor(), Tensor::ones({4}, DType::f64)), doctest::Contains("bias"), Error);
+  CHECK_THROWS_WITH_AS(layer_norm(x, Tensor::ones({4}, DType::f32, Device::sim(0)), Tensor()),
+                       doctest::Contains("sim"), Error);
+  CHECK_THROWS_WITH_AS(layer_norm(Tensor::zeros({2, 4}, DType::i32), Tensor(), Tensor()),
+                       doctest::Contains("floating"), Error);
+  CHECK_THROWS_WITH_AS(layer_norm(Tensor::zeros({2, 0}), Tensor(), Tensor()), doctest::Contains("empty"), Error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// embedding
+
+TEST_CASE("embedding: values and grads against PyTorch, i64 and i32 ids") {
+  check_case("embedding", {"weight", ""}, {golden("embedding.weight", true), golden("embedding.idx")},
+             [](const std::vector<Tensor>& x) { return embedding(x[0], x[1]); });
+  Tensor w = golden("embedding.weight");
+  CHECK(embedding(w, golden("embedding.idx").to(DType::i32)).to_vector<float>() ==
+        embedding(w, golden("embedding.idx")).to_vector<float>());
+}
+
+TEST_CASE("embedding: gradcheck with repeated ids") {
+  Tensor idx = Tensor::from_vector<int64_t>({4, 1, 4, 0, 4, 2}, {2, 3});
+  check_grad([idx](const std::vector<Tensor>& x) { return embedding(x[0], idx); }, {randn64({5, 3}, 50)});
+}
+
+TEST_CASE("embedding: bad input") {
+  Tensor w = Tensor::zeros({10, 4});
+  Tensor idx = Tensor::from_vector<int64_t>({1, 2, 3, 12}, {2, 2});
+  CHECK_THROWS_WITH_AS(embedding(w, idx), doctest::Contains("id 12 at position [1, 1]"), Error);
+  CHECK_THROWS_WITH_AS(embedding(w, idx), doctest::Contains("vocab size 10"), Error);
+  CHECK_THROWS_WITH_AS(embedding(w, Tensor::from_vector<int32_t>({-1}, {1})), doctest::Contains("id -1"), Error);
+  CHECK_THROWS_WITH_AS(embedding(w, Tensor::zeros({2})), doctest::Contains("i64 or i32"), Error);
+  CHECK_THROWS_WITH_AS(embedding(Tensor::zeros({10}), Tensor::zeros({2}, DType::i64)), doctest::Contains("2-D"),
+                       Error);
+  CHECK_THROWS_WITH_AS(embedding(w, Tensor::zeros({2}, DType::i64, Device::sim(0))), doctest::Contains("sim"),
+                       Error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// cross_entropy
+
+TEST_CASE("cross_entropy: values and grads against PyTorch") {
+  auto ce = [](const std::vector<Tensor>& x) { return cross_entropy(x[0], x[1]); };
+  SUBCASE("2-D with an ignored row") {
+    check_case("cross_entropy", {"logits", ""}, {golden("cross_entropy.logits", true), golden("cross_entropy.targets")}, ce);
+  }
+  SUBCASE("3-D logits, i32 targets") {
+    check_case("cross_entropy_3d", {"logits", ""},
+               {golden("cross_entropy_3d.logits", true), golden("cross_entropy_3d.targets").to(DType::i32)}, ce);
+  }
+  SUBCASE("custom ignore_index") {
+    check_case("cross_entropy_ignore2", {"logits", ""},
+               {golden("cross_entropy_ignore2.logits", true), golden("cross_entropy_ignore2.targets")},
+               [](const std::vector<Tensor>& x) { return cross_entropy(x[0], x[1], 2); });
+  }
+}
+
+TEST_CASE("cross_entropy: gradcheck with and without ignored rows") {
+  Tensor t = Tensor::from_vector<int64_t>({0, 3, 20, 7}, {4});
+  check_grad([t](const std::vector<Tensor>& x) { return cross_entropy(x[0], t); }, {randn64({4, 21}, 60)});
+  Tensor ti = Tensor::from_vector<int64_t>({-100, 3, -100, 1, 0, 2}, {2, 3});
+  check_grad([ti](const std::vector<Tensor>& x) { return cross_entropy(x[0], ti); }, {randn64({2, 3, 4}, 61)});
+}
+
+TEST_CASE("cross_entropy: all rows ignored gives NaN; bad input") {
+  Tensor logits = Tensor::zeros({2, 3}).requires_grad_(true);
+  Tensor loss = cross_entropy(logits, Tensor::full({2}, -100, DType::i64));
+  CHECK(std::isnan(loss.item()));
+  Tensor t = Tensor::from_vector<int64_t>({0, 3}, {2});
+  CHECK_THROWS_WITH_AS(cross_entropy(logits, t), doctest::Contains("target 3 at position [1]"), Error);
+  CHECK_THROWS_WITH_AS(cross_entropy(logits, t), doctest::Contains("number of classes 3"), Error);
+  CHECK_THROWS_WITH_AS(cross_entropy(logits, Tensor::from_vector<int64_t>({0, -5}, {2})),
+                       doctest::Contains("target -5"), Error);
+  CHECK_THROWS_WITH_AS(cross_entropy(logits, Tensor::zeros({3}, DType::i64)), doctest::Contains("expected targets of shape [2]"),
+                       Error);
+  CHECK_THROWS_WITH_AS(cross_entropy(logits, Tensor::zeros({2})), doctest::Contains("i64 or i32"), Error);
+  CHECK_THROWS_WITH_AS(cross_entropy(Tensor::zeros({2, 3}, DType::i64), Tensor::zeros({2}, DType::i64)),
+                       doctest::Contains("floating"), Error);
+  CHECK_THROWS_WITH_AS(cross_entropy(logits, Tensor::zeros({2}, DType::i64, Device::sim(0))),
+                       doctest::Contains("sim"), Error);
+}
+
+TEST_CASE("cross_entropy: bf16 logits compute in f32") {
+  Tensor x = Tensor::randn({3, 40}, 7);
+  Tensor t = Tensor::from_vector<int64_t>({1, 39, 0}, {3});
+  double ref = cross_entropy(x, t).item();
+  CHECK(cross_entropy(x.to(DType::bf16), t).item() == doctest::Approx(ref).epsilon(0.02));
+}
+
+// ---------------------------------------------------------------------------------------------
+// dropout
+
+TEST_CASE("dropout: inverted scaling, generator-driven mask, gradient through the mask") {
+  Generator gen(7);
+  Tensor x = Tensor::ones({100, 100}).requires_grad_(true);
+  CHECK(dropout(x, 0.3, /*training=*/false, gen).id() == x.id());
+  CHECK(dropout(x, 0.0, true, gen).id() == x.id());
+  CHECK(gen.offset() == 0);
+
+  Tensor y = dropout(x, 0.25, true, gen);
+  CHECK(gen.offset() == 10000);
+  std::vector<float> v = y.to_vector<float>();
+  int zeros = 0;
+  for (float e : v) {
+    if (e == 0) ++zeros;
+    else CHECK(e == doctest::Approx(1 / 0.75));
+  }
+  CHECK(zeros == doctest::Approx(2500).epsilon(0.1));
+  // element i is dropped exactly when philox_uniform(seed, offset + i) < p
+  for (int i = 0; i < 200; ++i) CHECK((v[size_t(i)] == 0) == (philox_uniform(7, uint64_t(i)) < 0.25f));
+
+  sum(y).backward();
+  CHECK(x.grad().to_vector<float>() == v);  // d(sum y)/dx = mask / (1 - p) = y for x = 1
+
+  Generator again(7);
+  CHECK(dropout(x, 0.25, true, again).to_vector<float>() == v);  // same state, same mask
+  CHECK(dropout(x, 0.25, true, again).to_vector<float>() != v);  // the generator moved on
+}
+
+TEST_CASE("dropout: bad p") {
+  Generator gen(1);
+  Tensor x = Tensor::ones({4});
+  CHECK_THROWS_WITH_AS(dropout(x, 1.0, true, gen), doctest::Contains("p = 1"), Error);
+  CHECK_THROWS_WITH_AS(dropout(x, -0.1, true, gen), doctest::Contains("p = -0.1"), Error);
+  CHECK_THROWS_WITH_AS(dropout(Tensor::zeros({2}, DType::i64), 0.5, true, gen), doctest::Contains("floating"), Error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// placement: the same ops on a sim device give the CPU's results, and the results stay there
+
+TEST_CASE("nn ops run on a sim device like on the cpu") {
+  Tensor x = Tensor::randn({6, 37}, 21), w = Tensor::randn({37, 5}, 22);
+  Tensor t = Tensor::from_vector<int64_t>({0, 36, -100, 3, 3, 9}, {6});
+  auto run = [&](Device d) {
+    Tensor xd = x.to(d).requires_grad_(true), wd = w.to(d).requires_grad_(true);
+    Tensor h = layer_norm(matmul(xd.t(), xd), Tensor(), Tensor());
+    Tensor loss = add(cross_entropy(xd, t.to(d)), sum(mul(softmax(matmul(xd, wd), 0), h.narrow(0, 0, 6).narrow(1, 0, 5))));
+    Tensor e = embedding(wd, Tensor::from_vector<int64_t>({4, 0, 4}, {3}).to(d));
+    loss = add(loss, sum(e));
+    loss.backward();
+    CHECK(loss.device() == d);
+    CHECK(xd.grad().device() == d);
+    std::vector<float> v = xd.grad().to(Device::cpu()).to_vector<float>();
+    std::vector<float> vw = wd.grad().to(Device::cpu()).to_vector<float>();
+    v.insert(v.end(), vw.begin(), vw.end());
+    v.push_back(float(loss.item()));
+    return v;
+  };
+  CHECK(run(Device::cpu()) == run(Device::sim(0)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// determinism: the row kernels give the same bits for any thread count
+
+TEST_CASE("nn kernels: results do not depend on the thread count") {
+  Tensor x = Tensor::randn({300, 257}, 11).requires_grad_(true);
+  Tensor w = Tensor::randn({257}, 12).requires_grad_(true);
+  Tensor t = Tensor::randint(0, 257, {300}, 13);
+  Tensor g = Tensor::randn({300, 257}, 14);
+  auto ln_grads = [&] {
+    x.set_grad(Tensor());
+    w.set_grad(Tensor());
+    sum(mul(layer_norm(x, w, Tensor()), g)).backward();
+    std::vector<float> v = x.grad().to_vector<float>(), vw = w.grad().to_vector<float>();
+    v.insert(v.end(), vw.begin(), vw.end());
+    return v;
+  };
+  auto ce_grad = [&] {
+    x.set_grad(Tensor());
+    cross_entropy(x, t).backward();
+    return x.grad().to_vector<float>();
+  };
+  auto emb_grad = [&] {
+    x.set_grad(Tensor());
+    Tensor ids = Tensor::randint(0, 300, {4000}, 15);
+    sum(mul(embedding(x, ids), Tensor::randn({4000, 257}, 16))).backward();
+    return x.grad().to_vector<float>();
+  };
+  auto sm = [&] { return softmax(x.detach(), 0).to_vector<float>(); };
+  for (const auto& f : std::vector<std::function<std::vector<float>()>>{ln_grads, ce_grad, emb_grad, sm})
+    CHECK(with_threads(1, f) == with_threads(2, f));
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the Debian packages lathe needs, skipping those already installed.
+#   tools/deps.sh            build + test dependencies
+#   tools/deps.sh --torch    also PyTorch (only to regenerate golden files or run the reference benchmark)
+set -euo pipefail
+pkgs=(cmake ninja-build g++ pkg-config libeigen3-dev doctest-dev nlohmann-json3-dev libcli11-dev
+      zlib1g-dev libxxhash-dev fortunes clang libclang-rt-14-dev)
+[[ "${1:-}" == "--torch" ]] && pkgs+=(python3-torch)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "deps: installing ${missing[*]}"
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

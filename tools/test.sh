@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds lathe and runs every test: the Release suite (with the CUDA backend compiled whenever the
+# toolkit is found; GPU tests skip visibly without a GPU), the same suite under AddressSanitizer
+# and UndefinedBehaviorSanitizer (CPU only), and the safetensors fuzzer for a bounded time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/deps.sh
+export PATH="$PATH:/usr/local/cuda/bin"
+jobs=$(nproc)
+start=$SECONDS
+
+echo "== release build"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j "$jobs"
+echo "== release tests"
+(cd build && ctest --output-on-failure -j "$jobs")
+
+echo "== sanitizer build (address, undefined; CPU only)"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DLATHE_CUDA=OFF -DLATHE_NATIVE=OFF \
+  -DLATHE_SANITIZE=address,undefined -DCMAKE_CXX_FLAGS="-O1" >/dev/null
+cmake --build build-asan -j "$jobs" --target lathe_tests
+echo "== sanitizer tests"
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --output-on-failure -j "$jobs")
+
+if [[ -x tools/run_fuzzer.sh ]]; then
+  echo "== fuzzing the safetensors reader"
+  bash tools/run_fuzzer.sh "${LATHE_FUZZ_SECONDS:-60}"
+fi
+echo "== all tests passed in $((SECONDS - start)) s"
