@@ -1,6 +1,8 @@
 #include "core/storage.h"
 
+#include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstdlib>
 #include <mutex>
 
@@ -9,29 +11,60 @@
 
 namespace lathe {
 
-// Host memory aligned to a cache line (and to the widest vector register).
 HostAllocator::HostAllocator(std::string name) : name_(std::move(name)) {}
 
+HostAllocator::~HostAllocator() { empty_cache(); }
+
+size_t HostAllocator::size_class(size_t nbytes) {
+  if (nbytes <= 4096) return std::max<size_t>(kAlignment, (nbytes + kAlignment - 1) / kAlignment * kAlignment);
+  size_t step = std::bit_floor(nbytes) / 8;  // >= 512, a multiple of kAlignment
+  return (nbytes + step - 1) / step * step;
+}
+
 void* HostAllocator::allocate(size_t nbytes) {
-  if (nbytes == 0) nbytes = 1;
-  size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
-  void* p = std::aligned_alloc(kAlignment, rounded);
-  LATHE_CHECK(p != nullptr, name_, ": out of memory allocating ", nbytes, " bytes");
+  const size_t cls = size_class(nbytes);
   std::lock_guard<std::mutex> lock(mu_);
-  stats_.allocated += rounded;
-  stats_.reserved += rounded;
+  void* p = nullptr;
+  auto it = cached_.find(cls);
+  if (it != cached_.end() && !it->second.empty()) {
+    p = it->second.back();
+    it->second.pop_back();
+  } else {
+    p = std::aligned_alloc(kAlignment, cls);
+    if (p == nullptr) {  // give the cache back to the system and try once more
+      for (auto& [c, blocks] : cached_)
+        for (void* b : blocks) {
+          std::free(b);
+          stats_.reserved -= c;
+        }
+      cached_.clear();
+      p = std::aligned_alloc(kAlignment, cls);
+    }
+    LATHE_CHECK(p != nullptr, name_, ": out of memory allocating ", nbytes, " bytes (",
+                stats_.allocated, " bytes in use)");
+    stats_.reserved += cls;
+  }
+  stats_.allocated += cls;
   stats_.num_allocs += 1;
   if (stats_.allocated > stats_.peak_allocated) stats_.peak_allocated = stats_.allocated;
   return p;
 }
 
 void HostAllocator::deallocate(void* p, size_t nbytes) {
-  if (nbytes == 0) nbytes = 1;
-  size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
-  std::free(p);
+  const size_t cls = size_class(nbytes);
   std::lock_guard<std::mutex> lock(mu_);
-  stats_.allocated -= rounded;
-  stats_.reserved -= rounded;
+  cached_[cls].push_back(p);
+  stats_.allocated -= cls;
+}
+
+void HostAllocator::empty_cache() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [cls, blocks] : cached_)
+    for (void* b : blocks) {
+      std::free(b);
+      stats_.reserved -= cls;
+    }
+  cached_.clear();
 }
 
 MemoryStats HostAllocator::stats() const {

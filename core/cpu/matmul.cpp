@@ -8,6 +8,7 @@
 // Threads: a batch of small products is split over OpenMP threads, one whole product per thread
 // (Eigen notices it is inside a parallel region and stays single-threaded); a single large product
 // lets Eigen parallelise the GEMM itself over the OpenMP threads.
+
 // GCC 12 reports a false "may be used uninitialized" inside Eigen's AVX-512 GEMM kernels.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <Eigen/Core>
