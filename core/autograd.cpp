@@ -30,9 +30,35 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
   return false;
 }
 
+namespace {
+// Freeing a graph. A node owns its inputs, whose impls own their nodes, and so on: letting
+// destructors chain would recurse once per node and overflow the stack on a long graph (a loss
+// summed over many steps). Instead the first node freed on a thread collects the input lists of
+// every node freed while it runs, and releases them one list at a time.
+thread_local std::vector<std::vector<Tensor>>* t_pending_inputs = nullptr;
+
+void delete_node(Node* node) {
+  if (t_pending_inputs) {  // inside a release: hand the inputs to the loop below
+    t_pending_inputs->push_back(std::move(node->inputs));
+    delete node;
+    return;
+  }
+  std::vector<std::vector<Tensor>> pending;
+  t_pending_inputs = &pending;
+  pending.push_back(std::move(node->inputs));
+  delete node;
+  while (!pending.empty()) {
+    std::vector<Tensor> inputs = std::move(pending.back());
+    pending.pop_back();
+    inputs.clear();  // may free more nodes, which append to `pending`
+  }
+  t_pending_inputs = nullptr;
+}
+}  // namespace
+
 Tensor record(const char* name, Tensor out, std::vector<Tensor> inputs, BackwardFn backward) {
   if (!needs_grad(inputs)) return out;
-  auto node = std::make_shared<Node>(Node{name, std::move(inputs), std::move(backward)});
+  std::shared_ptr<Node> node(new Node{name, std::move(inputs), std::move(backward)}, delete_node);
   out.impl_ptr()->grad_fn = std::move(node);
   out.impl_ptr()->requires_grad = true;
   return out;

@@ -126,6 +126,18 @@ class Backend {
   virtual void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                            const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq, double step,
                            const AdamParams& p) = 0;
+  // The fused (multi-tensor) Adam/AdamW step over many parameters in one pass, with the same
+  // per-element arithmetic as adam_update (same bits on the CPU). `steps` are one-element f32
+  // tensors on the parameters' device (the fused path keeps the step counter with its parameter);
+  // the kernel increments each before using it, so the host never reads it. max_exp_avg_sqs is
+  // empty unless amsgrad. All vectors have one entry per parameter.
+  virtual void adam_update_multi(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                                 const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                                 const std::vector<Tensor>& max_exp_avg_sqs, const std::vector<Tensor>& steps,
+                                 const AdamParams& p) {
+    (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs, (void)max_exp_avg_sqs, (void)steps, (void)p;
+    LATHE_FAIL("kernel adam_update_multi is not implemented on the ", name(), " backend");
+  }
 };
 
 // The backend serving a device; throws if the device's backend is not compiled in or the index

@@ -61,6 +61,10 @@ class CpuBackend final : public Backend {
   void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                    const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq, double step,
                    const AdamParams& p) override;
+  void adam_update_multi(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                         const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                         const std::vector<Tensor>& max_exp_avg_sqs, const std::vector<Tensor>& steps,
+                         const AdamParams& p) override;
 
  private:
   DeviceType type_;

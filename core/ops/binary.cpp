@@ -14,13 +14,10 @@ Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b) {
   check_same_device(name, {a, b});
   Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
   DType t = promote(a.dtype(), b.dtype());
+  // Division is true division, as torch's `/`: integer (and bool) operands divide in f32.
+  if (op == BinaryOp::div && !is_floating(t)) t = DType::f32;
   Tensor ad = a.detach().to(t).expand(shape);
   Tensor bd = b.detach().to(t).expand(shape);
-  if (op == BinaryOp::div && !is_floating(t)) {
-    NoGradGuard ng;
-    LATHE_CHECK(sum(eq(bd, Tensor::scalar(0, t, bd.device())).to(DType::i64)).item() == 0,
-                "div: integer division by zero in ", b.desc());
-  }
   const bool comparison = op >= BinaryOp::eq && op <= BinaryOp::ge;
   Tensor out = Tensor::empty(shape, comparison ? DType::b8 : t, a.device());
   if (out.numel() > 0) backend_for(out.device()).binary(op, ad, bd, out);
@@ -30,6 +27,8 @@ Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b) {
 // Gradient for an input: summed over broadcast dims, cast back to the input's dtype.
 Tensor reduce_grad(const Tensor& g, const Tensor& like) { return sum_to(g, like.shape()).to(like.dtype()); }
 
+// The scalar of a tensor-scalar op, in the tensor's dtype (a 16-bit float tensor rounds the scalar
+// to 16 bits first, as torch 1.13 does on the CPU), or f32 when an integer tensor meets a fraction.
 Tensor scalar_like(const Tensor& a, double v) {
   DType t = a.dtype();
   if (!is_floating(t) && (v != std::floor(v) || t == DType::b8)) t = DType::f32;
@@ -40,15 +39,17 @@ Tensor scalar_like(const Tensor& a, double v) {
 
 Tensor add(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryOp::add, a, b);
-  return record("add", out, {a, b}, [a = a.detach(), b = b.detach()](const Tensor& g) {
-    return std::vector<Tensor>{reduce_grad(g, a), reduce_grad(g, b)};
+  return record("add", out, {a, b},
+                [a = a.detach(), b = b.detach(), na = a.requires_grad(), nb = b.requires_grad()](const Tensor& g) {
+    return std::vector<Tensor>{na ? reduce_grad(g, a) : Tensor(), nb ? reduce_grad(g, b) : Tensor()};
   });
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryOp::sub, a, b);
-  return record("sub", out, {a, b}, [a = a.detach(), b = b.detach()](const Tensor& g) {
-    return std::vector<Tensor>{reduce_grad(g, a), reduce_grad(neg(g), b)};
+  return record("sub", out, {a, b},
+                [a = a.detach(), b = b.detach(), na = a.requires_grad(), nb = b.requires_grad()](const Tensor& g) {
+    return std::vector<Tensor>{na ? reduce_grad(g, a) : Tensor(), nb ? reduce_grad(neg(g), b) : Tensor()};
   });
 }
 
@@ -63,33 +64,41 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryOp::div, a, b);
-  return record("div", out, {a, b}, [a = a.detach(), b = b.detach(), nb = b.requires_grad()](const Tensor& g) {
+  return record("div", out, {a, b},
+                [a = a.detach(), b = b.detach(), na = a.requires_grad(), nb = b.requires_grad()](const Tensor& g) {
     Tensor ga = div(g, b);
-    return std::vector<Tensor>{reduce_grad(ga, a), nb ? reduce_grad(neg(mul(ga, div(a, b))), b) : Tensor()};
+    return std::vector<Tensor>{na ? reduce_grad(ga, a) : Tensor(), nb ? reduce_grad(neg(mul(ga, div(a, b))), b) : Tensor()};
   });
 }
 
 Tensor pow(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryOp::pow, a, b);
-  return record("pow", out, {a, b}, [a = a.detach(), b = b.detach(), y = out.detach()](const Tensor& g) {
-    // d/da a^b = b a^(b-1);  d/db a^b = a^b log(a)  (0 where a == 0, as PyTorch)
-    Tensor ga = mul(g, mul(b, pow(a, sub(b, 1.0))));
-    Tensor logs = where(eq(a, Tensor::scalar(0, a.dtype(), a.device())),
-                        Tensor::scalar(0, a.dtype(), a.device()), log(a));
-    Tensor gb = mul(g, mul(y, logs));
-    return std::vector<Tensor>{reduce_grad(ga, a), reduce_grad(gb, b)};
+  return record("pow", out, {a, b}, [a = a.detach(), b = b.detach(), y = out.detach(), na = a.requires_grad(),
+                                     nb = b.requires_grad()](const Tensor& g) {
+    // d/da a^b = b a^(b-1), 0 where b == 0 (not 0 * inf at a == 0);
+    // d/db a^b = a^b log(a), 0 where a == 0 and b >= 0 (the limit), as PyTorch.
+    Tensor zero = Tensor::scalar(0, y.dtype(), y.device());
+    std::vector<Tensor> grads(2);
+    if (na) grads[0] = reduce_grad(where(eq(b, zero), zero, mul(g, mul(b, pow(a, sub(b, 1.0))))), a);
+    if (nb) {
+      Tensor base_zero = mul(eq(a, zero), ge(b, zero));
+      grads[1] = reduce_grad(where(base_zero, zero, mul(g, mul(y, log(a)))), b);
+    }
+    return grads;
   });
 }
 
 // maximum/minimum: the gradient goes to the larger (smaller) operand, split evenly on ties.
 static Tensor extremum(BinaryOp op, const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(op, a, b);
-  return record(binary_op_name(op), out, {a, b}, [op, a = a.detach(), b = b.detach()](const Tensor& g) {
+  return record(binary_op_name(op), out, {a, b}, [op, a = a.detach(), b = b.detach(), na = a.requires_grad(),
+                                                   nb = b.requires_grad()](const Tensor& g) {
     Tensor a_wins = (op == BinaryOp::maximum ? gt(a, b) : lt(a, b)).to(g.dtype());
-    Tensor tie = eq(a, b).to(g.dtype());
-    Tensor wa = add(a_wins, mul(tie, 0.5));
-    Tensor wb = sub(sub(Tensor::ones({}, g.dtype(), g.device()), a_wins), mul(tie, 0.5));
-    return std::vector<Tensor>{reduce_grad(mul(g, wa), a), reduce_grad(mul(g, wb), b)};
+    Tensor half_tie = mul(eq(a, b).to(g.dtype()), 0.5);
+    std::vector<Tensor> grads(2);
+    if (na) grads[0] = reduce_grad(mul(g, add(a_wins, half_tie)), a);
+    if (nb) grads[1] = reduce_grad(mul(g, sub(sub(Tensor::ones({}, g.dtype(), g.device()), a_wins), half_tie)), b);
+    return grads;
   });
 }
 Tensor maximum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::maximum, a, b); }

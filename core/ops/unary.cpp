@@ -103,6 +103,8 @@ Tensor square(const Tensor& x) {
 Tensor pow(const Tensor& x, double p) {
   Tensor y = float_unary(UnaryOp::pow_scalar, x, p);
   return record("pow", y, {x}, [x = x.detach(), p](const Tensor& g) {
+    // x^0 is constant: its gradient is 0 even at x == 0, where p x^(p-1) would be 0 * inf.
+    if (p == 0.0) return std::vector<Tensor>{Tensor::zeros(g.shape(), g.dtype(), g.device())};
     return std::vector<Tensor>{mul(g, mul(pow(x, p - 1.0), p))};
   });
 }

@@ -13,11 +13,13 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   if (out.numel() > 0)
     backend_for(out.device()).where(cond.detach().expand(shape), a.detach().to(t).expand(shape),
                                     b.detach().to(t).expand(shape), out);
-  return record("where", out, {a, b}, [c = cond.detach(), a = a.detach(), b = b.detach()](const Tensor& g) {
+  return record("where", out, {a, b}, [c = cond.detach(), a = a.detach(), b = b.detach(),
+                                       na = a.requires_grad(), nb = b.requires_grad()](const Tensor& g) {
     Tensor zero = Tensor::zeros({}, g.dtype(), g.device());
-    Tensor ga = sum_to(where(c, g, zero), a.shape()).to(a.dtype());
-    Tensor gb = sum_to(where(c, zero, g), b.shape()).to(b.dtype());
-    return std::vector<Tensor>{ga, gb};
+    std::vector<Tensor> grads(2);
+    if (na) grads[0] = sum_to(where(c, g, zero), a.shape()).to(a.dtype());
+    if (nb) grads[1] = sum_to(where(c, zero, g), b.shape()).to(b.dtype());
+    return grads;
   });
 }
 
