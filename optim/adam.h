@@ -1,0 +1,44 @@
+// Adam and AdamW, following PyTorch's single-tensor (foreach=False) step exactly; defaults are
+// PyTorch's: lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 0 (Adam) / 1e-2 (AdamW),
+// amsgrad false, maximize false.
+//
+// State (PyTorch keys): per parameter exp_avg, exp_avg_sq, max_exp_avg_sq (amsgrad only) with the
+// parameter; `step` (f32, one value) on the host in the plain path, so the update never reads the
+// device for it, and with the parameter in the fused path, where the multi-tensor kernel
+// increments and reads it on the device.
+//
+// Fused mode runs one multi-tensor kernel per (group, device) over every parameter with a
+// gradient; on the CPU it gives the same bits as the plain path.
+#pragma once
+
+#include "optim/optimizer.h"
+
+namespace lathe::optim {
+
+class Adam : public Optimizer {
+ public:
+  // Without parameters: add them with add_param_group. `defaults` override PyTorch's.
+  explicit Adam(const nlohmann::json& defaults = {}, bool fused = false);
+  Adam(const std::vector<Tensor>& params, const nlohmann::json& options = {}, bool fused = false);
+  std::string kind() const override { return decoupled_ ? "adamw" : "adam"; }
+
+  static const StateSchema schema;
+
+ protected:
+  Adam(bool decoupled, const nlohmann::json& defaults, bool fused);
+  void validate_options(nlohmann::json& options) const override;
+  void update() override;
+
+ private:
+  void update_plain();
+  void update_fused();
+  bool decoupled_;
+};
+
+class AdamW : public Adam {
+ public:
+  explicit AdamW(const nlohmann::json& defaults = {}, bool fused = false);
+  AdamW(const std::vector<Tensor>& params, const nlohmann::json& options = {}, bool fused = false);
+};
+
+}  // namespace lathe::optim

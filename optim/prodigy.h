@@ -1,0 +1,41 @@
+// Prodigy (Mishchenko & Defazio), following the reference implementation facebookresearch/prodigy
+// (prodigyopt 1.0) step for step. Defaults are the reference's: lr 1.0, betas (0.9, 0.999),
+// beta3 null (= sqrt(beta2)), eps 1e-8, weight_decay 0, decouple true, use_bias_correction false,
+// safeguard_warmup false, d0 1e-6, d_coef 1.0, growth_rate null (= infinity; JSON has no inf, so
+// null or the string "inf" stand for it), slice_p 1.
+//
+// The rule of the reference holds: every group's lr is either the largest lr or 0, else step()
+// throws naming the lrs. Optimizer-wide values (betas, beta3, d_coef, growth_rate, decouple,
+// use_bias_correction) are read from group 0, as the reference does.
+//
+// State. Per parameter (PyTorch keys): s and p0 (the parameter sliced every slice_p elements; p0
+// is a scalar 0 when the parameter was all zeros), exp_avg (when beta1 > 0), exp_avg_sq, all with
+// the parameter. Per group, in f64: d, d0, d_max, d_numerator, d_denom, d_hat, k. The host reads d
+// every plain step (it scales each update), so these live on the host; a capturable step would
+// keep them with the group (the schema says so), but lathe's Prodigy has only the plain path.
+#pragma once
+
+#include "optim/optimizer.h"
+
+namespace lathe::optim {
+
+class Prodigy : public Optimizer {
+ public:
+  explicit Prodigy(const nlohmann::json& defaults = {});
+  Prodigy(const std::vector<Tensor>& params, const nlohmann::json& options = {});
+  std::string kind() const override { return "prodigy"; }
+
+  static const StateSchema schema;
+  // A group's scalar state as doubles ({"d": ..., "k": ...}).
+  nlohmann::json group_scalars(size_t group) const;
+
+ protected:
+  void validate_options(nlohmann::json& options) const override;
+  void init_group_state(size_t group) override;
+  void update() override;
+
+ private:
+  double& scalar(size_t group, const char* key);
+};
+
+}  // namespace lathe::optim

@@ -1,0 +1,134 @@
+#include "optim/reference_case.h"
+
+#include <map>
+#include <memory>
+
+#include "core/error.h"
+#include "optim/adam.h"
+#include "optim/prodigy.h"
+#include "optim/sgd.h"
+
+namespace lathe::optim {
+
+namespace {
+
+// "12" -> 12; anything else (sign, empty, too long) -> -1.
+int64_t parse_index(const std::string& s) {
+  if (s.empty() || s.size() > 9) return -1;
+  for (char c : s)
+    if (c < '0' || c > '9') return -1;
+  return std::stoll(s);
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const std::string& name, bool fused) {
+  if (name == "sgd") {
+    LATHE_CHECK(!fused, "case kind \"optim\": optimizer \"sgd\" has no fused path");
+    return std::make_unique<SGD>();
+  }
+  if (name == "adam") return std::make_unique<Adam>(nlohmann::json::object(), fused);
+  if (name == "adamw") return std::make_unique<AdamW>(nlohmann::json::object(), fused);
+  if (name == "prodigy") {
+    LATHE_CHECK(!fused, "case kind \"optim\": optimizer \"prodigy\" has no fused path");
+    return std::make_unique<Prodigy>();
+  }
+  LATHE_FAIL("case kind \"optim\": unknown optimizer \"", name, "\" (expected sgd, adam, adamw or prodigy)");
+}
+
+}  // namespace
+
+OptimCaseResult run_optim_case(const std::vector<std::pair<std::string, Tensor>>& tensors, const nlohmann::json& spec,
+                               Device device) {
+  const char* K = "case kind \"optim\": ";
+  LATHE_CHECK(spec.contains("optimizer") && spec["optimizer"].is_string(), K,
+              "the case document needs \"optimizer\" (a string)");
+  LATHE_CHECK(spec.contains("steps") && spec["steps"].is_number_integer() && spec["steps"].get<int64_t>() >= 0, K,
+              "the case document needs \"steps\" (an integer >= 0)");
+  LATHE_CHECK(spec.contains("groups") && spec["groups"].is_array() && !spec["groups"].empty(), K,
+              "the case document needs \"groups\" (a non-empty list)");
+  const bool fused = spec.value("fused", false);
+  const int64_t steps = spec["steps"].get<int64_t>();
+
+  // Parameters and gradients by index; every other tensor name is an error.
+  std::map<int64_t, Tensor> params;
+  std::map<std::pair<int64_t, int64_t>, const Tensor*> grads;
+  for (const auto& [name, t] : tensors) {
+    if (name.rfind("param.", 0) == 0) {
+      const int64_t i = parse_index(name.substr(6));
+      LATHE_CHECK(i >= 0, K, "malformed tensor name \"", name, "\" (expected param.<i>)");
+      LATHE_CHECK(is_floating(t.dtype()), K, "parameter \"", name, "\" must be floating, got ", t.desc());
+      params[i] = t;
+    } else if (name.rfind("grad.", 0) == 0) {
+      const std::string rest = name.substr(5);
+      const auto dot = rest.find('.');
+      const int64_t step = dot == std::string::npos ? -1 : parse_index(rest.substr(0, dot));
+      const int64_t i = dot == std::string::npos ? -1 : parse_index(rest.substr(dot + 1));
+      LATHE_CHECK(step >= 0 && i >= 0, K, "malformed tensor name \"", name, "\" (expected grad.<t>.<i>)");
+      LATHE_CHECK(step < steps, K, "gradient \"", name, "\" is for step ", step, " but the case has ", steps, " steps");
+      grads[{step, i}] = &t;
+    } else {
+      LATHE_FAIL(K, "unexpected tensor \"", name, "\" (expected param.<i> and grad.<t>.<i>)");
+    }
+  }
+  LATHE_CHECK(!params.empty(), K, "the case has no param.<i> tensors");
+  const int64_t n = int64_t(params.size());
+  for (int64_t i = 0; i < n; ++i)
+    LATHE_CHECK(params.count(i), K, "parameters must be numbered 0..", n - 1, " but param.", i, " is missing");
+  for (const auto& [key, g] : grads) {
+    LATHE_CHECK(params.count(key.second), K, "gradient \"grad.", key.first, ".", key.second,
+                "\" names parameter ", key.second, " which does not exist (", n, " parameters)");
+    const Tensor& p = params[key.second];
+    LATHE_CHECK(g->shape() == p.shape(), K, "gradient \"grad.", key.first, ".", key.second, "\" is ", g->desc(),
+                " but parameter ", key.second, " is ", p.desc());
+  }
+
+  std::vector<Tensor> work(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) work[size_t(i)] = params[i].to(device).clone().requires_grad_(true);
+
+  auto opt = make_optimizer(spec["optimizer"].get<std::string>(), fused);
+  std::vector<int> group_of(size_t(n), -1);
+  std::vector<int64_t> case_index;  // optimizer parameter number -> the case's parameter index
+  for (size_t gi = 0; gi < spec["groups"].size(); ++gi) {
+    const auto& g = spec["groups"][gi];
+    LATHE_CHECK(g.is_object() && g.contains("params") && g["params"].is_array(), K, "group ", gi,
+                " needs \"params\" (a list of parameter indices)");
+    std::vector<Tensor> ps;
+    for (const auto& v : g["params"]) {
+      LATHE_CHECK(v.is_number_integer(), K, "group ", gi, " lists ", v.dump(), " which is not a parameter index");
+      const int64_t i = v.get<int64_t>();
+      LATHE_CHECK(i >= 0 && i < n, K, "group ", gi, " names parameter ", i, " which does not exist (", n,
+                  " parameters)");
+      LATHE_CHECK(group_of[size_t(i)] < 0, K, "parameter ", i, " is in group ", group_of[size_t(i)],
+                  " and again in group ", gi);
+      group_of[size_t(i)] = int(gi);
+      ps.push_back(work[size_t(i)]);
+      case_index.push_back(i);
+    }
+    nlohmann::json options = g;
+    options.erase("params");
+    opt->add_param_group(ps, options);
+  }
+  for (int64_t i = 0; i < n; ++i)
+    LATHE_CHECK(group_of[size_t(i)] >= 0, K, "parameter ", i, " is in no group");
+
+  for (int64_t t = 0; t < steps; ++t) {
+    for (int64_t i = 0; i < n; ++i) {
+      auto it = grads.find({t, i});
+      work[size_t(i)].set_grad(it == grads.end() ? Tensor() : it->second->to(device).to(work[size_t(i)].dtype()).clone());
+    }
+    opt->step();
+  }
+
+  OptimCaseResult out;
+  for (int64_t i = 0; i < n; ++i) out.tensors.emplace_back("param." + std::to_string(i), work[size_t(i)].detach());
+  for (const auto& e : opt->state_entries())
+    if (e.scope == StateScope::param)
+      out.tensors.emplace_back("state." + std::to_string(case_index[size_t(e.index)]) + "." + e.key, e.tensor);
+  nlohmann::json groups = nlohmann::json::array();
+  auto* prodigy = dynamic_cast<Prodigy*>(opt.get());
+  for (size_t g = 0; g < opt->param_groups().size(); ++g)
+    groups.push_back(prodigy ? prodigy->group_scalars(g) : nlohmann::json::object());
+  out.result = {{"groups", groups}};
+  return out;
+}
+
+}  // namespace lathe::optim

@@ -1,0 +1,194 @@
+"""Golden cases for tests/test_optim.cpp: optimizer runs on given gradients in the `lathe ref` case
+format of kind "optim" (../shared/REFERENCE_CASES.md), checked against torch.optim (SGD, Adam,
+AdamW; single-tensor path, foreach=False) and against prodigy_reference.py (Prodigy).
+
+    /usr/bin/python3 tests/golden/make_optim_goldens.py
+
+Writes, next to this script, for each case NAME:
+  optim_NAME.case.safetensors       metadata "case", param.<i>, grad.<t>.<i> (missing: no grad)
+  optim_NAME.expected.safetensors   param.<i>, state.<i>.<key>, metadata "result" {"groups": [...]}
+
+Every case has several groups, >= 20 steps, skipped gradients, a parameter whose first gradient
+comes late and one that never gets one. Parameters have realistic scale (~0.02).
+"""
+import json, os, struct, sys
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from prodigy_reference import ProdigyReference  # noqa: E402
+
+DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.int64: "I64"}
+SHAPES = [(4, 3), (5,), (2, 2, 3), (3,), (6,), (2, 5)]
+STEPS = 24
+
+
+def save_file(tensors, path, metadata=None):
+    header, chunks, offset = {}, [], 0
+    if metadata:
+        header["__metadata__"] = metadata
+    for name in sorted(tensors):
+        t = tensors[name].detach().contiguous().cpu()
+        b = t.numpy().tobytes()
+        header[name] = {"dtype": DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(b)]}
+        chunks.append(b)
+        offset += len(b)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(chunks))
+
+
+def has_grad(t, i):
+    if i == 4:
+        return t >= 5 and t % 4 != 1  # first gradient comes late
+    if i == 5:
+        return False  # never a gradient: no state
+    return (t + 2 * i) % 7 != 3
+
+
+def make_inputs(seed, zero_param=None):
+    g = torch.Generator().manual_seed(seed)
+    params = [0.02 * torch.randn(s, generator=g) for s in SHAPES]
+    if zero_param is not None:
+        params[zero_param].zero_()
+    grads = {}
+    for t in range(STEPS):
+        for i, s in enumerate(SHAPES):
+            if has_grad(t, i):
+                grads[(t, i)] = 0.1 * torch.randn(s, generator=g) + 0.01 * (i + 1)
+    return params, grads
+
+
+def write_case(name, optimizer, groups, params, grads, final, state, result):
+    spec = {"kind": "optim", "optimizer": optimizer, "steps": STEPS, "groups": groups}
+    case = {f"param.{i}": p for i, p in enumerate(params)}
+    case.update({f"grad.{t}.{i}": gr for (t, i), gr in grads.items()})
+    save_file(case, os.path.join(HERE, f"optim_{name}.case.safetensors"), {"case": json.dumps(spec)})
+    exp = {f"param.{i}": p for i, p in enumerate(final)}
+    for i, st in state.items():
+        for key, v in st.items():
+            if v is None:
+                continue
+            exp[f"state.{i}.{key}"] = v if torch.is_tensor(v) else torch.tensor(float(v))
+    save_file(exp, os.path.join(HERE, f"optim_{name}.expected.safetensors"), {"result": json.dumps(result)})
+
+
+def torch_case(name, optimizer, cls, groups, seed):
+    params, grads = make_inputs(seed)
+    work = [p.clone().requires_grad_(True) for p in params]
+    tgroups = []
+    for gr in groups:
+        opts = {k: (tuple(v) if k == "betas" else v) for k, v in gr.items() if k != "params"}
+        tgroups.append(dict(params=[work[i] for i in gr["params"]], **opts))
+    opt = cls(tgroups, foreach=False)
+    for t in range(STEPS):
+        for i, p in enumerate(work):
+            p.grad = grads[(t, i)].clone() if (t, i) in grads else None
+        opt.step()
+    state = {}
+    for i, p in enumerate(work):
+        if p in opt.state:
+            state[i] = {k: v for k, v in opt.state[p].items()}
+    write_case(name, optimizer, groups, params, grads, [p.detach() for p in work], state,
+               {"groups": [{} for _ in groups]})
+
+
+def prodigy_case(name, groups, seed, zero_param=None):
+    params, grads = make_inputs(seed, zero_param)
+    work = [p.clone() for p in params]
+    ref_groups = []
+    for gr in groups:
+        opts = {k: (tuple(v) if k == "betas" else v) for k, v in gr.items() if k != "params"}
+        if opts.get("growth_rate", 0) is None:
+            opts["growth_rate"] = float("inf")
+        ref_groups.append(dict(params=[work[i] for i in gr["params"]], **opts))
+    opt = ProdigyReference(ref_groups)
+    for t in range(STEPS):
+        opt.step([[grads.get((t, i)) for i in gr["params"]] for gr in groups])
+    state = {}
+    for i, p in enumerate(work):
+        if id(p) in opt.state:
+            state[i] = dict(opt.state[id(p)])
+    write_case(name, "prodigy", groups, params, grads, work, state,
+               {"groups": [opt.group_scalars(g) for g in range(len(groups))]})
+
+
+def train_case():
+    """Kind "train": nanoGPT's loop (AdamW with decay / no-decay groups, grad clip) on the reference
+    GPT of ../shared/bench/gpt_torch.py, computed in float64 from float32 inputs."""
+    import importlib.util
+    path = os.path.join(HERE, "..", "..", "..", "shared", "bench", "gpt_torch.py")
+    spec_ = importlib.util.spec_from_file_location("gpt_torch", path)
+    ref = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(ref)
+    V, block, L, H, C, B, T, steps = 64, 16, 2, 2, 32, 2, 8, 4
+    torch.manual_seed(77)
+    model = ref.GPT(V, block, L, H, C, bias=True)
+    case = {n: p.detach().float().clone() for n, p in model.state_dict().items()}
+    for t in range(steps):
+        case[f"idx.{t}"] = torch.randint(0, V, (B, T))
+        case[f"targets.{t}"] = torch.randint(0, V, (B, T))
+    opt_spec = {"name": "adamw", "lr": 3e-3, "weight_decay": 0.1, "betas": [0.9, 0.95]}
+    spec = {"kind": "train", "config": {"vocab_size": V, "block_size": block, "n_layer": L, "n_head": H,
+                                        "n_embd": C, "bias": True},
+            "steps": steps, "grad_clip": 1.0, "optimizer": opt_spec}
+    save_file(case, os.path.join(HERE, "train_tiny.case.safetensors"), {"case": json.dumps(spec)})
+
+    model = model.double()
+    params = {n: p for n, p in model.named_parameters()}
+    decay = [p for p in params.values() if p.dim() >= 2]
+    nodecay = [p for p in params.values() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": nodecay, "weight_decay": 0.0}],
+                            lr=3e-3, betas=(0.9, 0.95), foreach=False)
+    losses = []
+    for t in range(steps):
+        _, loss = model(case[f"idx.{t}"], case[f"targets.{t}"])
+        losses.append(loss.item())
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    expected = {n: p.detach().float() for n, p in model.state_dict().items()}
+    expected["losses"] = torch.tensor(losses, dtype=torch.float32)
+    save_file(expected, os.path.join(HERE, "train_tiny.expected.safetensors"))
+    print("train_tiny losses", losses)
+
+
+def main():
+    torch.set_num_threads(1)
+    train_case()
+    torch_case("sgd", "sgd", torch.optim.SGD, [
+        {"params": [0, 3], "lr": 0.1, "momentum": 0.9, "dampening": 0.1, "weight_decay": 0.01},
+        {"params": [1, 4], "lr": 0.05, "momentum": 0.8, "nesterov": True, "maximize": True},
+        {"params": [2, 5], "lr": 0.2, "weight_decay": 0.1},
+    ], seed=1)
+    torch_case("adam", "adam", torch.optim.Adam, [
+        {"params": [0, 3], "lr": 0.001},
+        {"params": [1, 4], "lr": 0.002, "amsgrad": True, "weight_decay": 0.05},
+        {"params": [2, 5], "lr": 0.003, "maximize": True, "betas": [0.8, 0.99], "eps": 1e-6},
+    ], seed=2)
+    torch_case("adamw", "adamw", torch.optim.AdamW, [
+        {"params": [0, 3]},
+        {"params": [1, 4], "lr": 0.002, "amsgrad": True, "weight_decay": 0.1, "maximize": True},
+        {"params": [2, 5], "lr": 0.01, "betas": [0.85, 0.95], "eps": 1e-7, "weight_decay": 0.0},
+    ], seed=3)
+    prodigy_case("prodigy", [
+        {"params": [0, 3, 5], "weight_decay": 0.01},
+        {"params": [1, 2, 4]},
+    ], seed=4)
+    prodigy_case("prodigy_options", [
+        {"params": [0, 1, 5], "use_bias_correction": True, "safeguard_warmup": True, "decouple": False,
+         "weight_decay": 0.05, "slice_p": 2, "d_coef": 3.0, "growth_rate": 1.05, "beta3": 0.95,
+         "betas": [0.85, 0.99], "d0": 1e-6},
+        {"params": [2, 3, 4], "slice_p": 3, "eps": 1e-6, "safeguard_warmup": True, "decouple": False,
+         "weight_decay": 0.05, "d0": 1e-6},
+    ], seed=5, zero_param=3)
+    prodigy_case("prodigy_nobeta1", [
+        {"params": [0, 2], "betas": [0.0, 0.99], "lr": 0.5},
+        {"params": [1, 3, 4, 5], "lr": 0.0, "weight_decay": 0.1},
+    ], seed=6)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+// `lathe ref` kind "train" against nanoGPT's loop on the reference GPT (golden train_tiny from
+// tests/golden/make_optim_goldens.py: AdamW with decay / no-decay groups, grad_clip 1.0, 4 steps),
+// and kind "optim" through the program, on cpu and sim. Malformed cases write nothing.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+#include "serialize/safetensors.h"
+
+using namespace lathe;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kGolden = LATHE_GOLDEN_DIR;
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::random_device rd;
+    path = fs::temp_directory_path() / ("lathe_optim_" + std::to_string(rd()) + std::to_string(rd()));
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+int run_ref(const std::string& case_path, const std::string& out_path, const std::string& device, std::string& output,
+            const TempDir& dir) {
+  const std::string log = dir.file("ref.log");
+  const std::string cmd = std::string("'") + LATHE_CLI_PATH + "' ref '" + case_path + "' '" + out_path +
+                          "' --device " + device + " > '" + log + "' 2>&1";
+  const int status = std::system(cmd.c_str());
+  std::ifstream f(log);
+  output.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+void check_all_close(const serialize::SafetensorsFile& got, const serialize::SafetensorsFile& want, double rtol,
+                     double atol) {
+  CHECK(got.tensors.size() == want.tensors.size());
+  for (const auto& [name, e] : want.tensors) {
+    INFO("tensor ", name);
+    const Tensor* g = got.find(name);
+    REQUIRE(g != nullptr);
+    REQUIRE(g->shape() == e.shape());
+    std::vector<double> a = g->to_vector<double>(), b = e.to_vector<double>();
+    size_t bad = 0;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!(std::abs(a[i] - b[i]) <= atol + rtol * std::abs(b[i]))) ++bad;
+    CHECK(bad == 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("optim train golden: lathe ref kind train follows nanoGPT's loop") {
+  TempDir dir;
+  for (const char* device : {"cpu", "sim"}) {
+    INFO("device ", device);
+    std::string output;
+    const std::string out = dir.file(std::string("train_") + device + ".safetensors");
+    REQUIRE(run_ref(kGolden + "/train_tiny.case.safetensors", out, device, output, dir) == 0);
+    // Key biases get (analytically) zero gradients, so Adam's step there follows rounding noise:
+    // an absolute tolerance of a few lr-sized steps' worth of 1e-3 covers it.
+    check_all_close(serialize::read_safetensors(out), serialize::read_safetensors(kGolden + "/train_tiny.expected.safetensors"),
+                    1e-3, 2e-5);
+  }
+}
+
+TEST_CASE("optim ref: lathe ref kind optim writes the expected result") {
+  TempDir dir;
+  for (const char* name : {"adamw", "prodigy"}) {
+    INFO("case ", name);
+    std::string output;
+    const std::string out = dir.file(std::string(name) + ".safetensors");
+    REQUIRE(run_ref(kGolden + "/optim_" + name + ".case.safetensors", out, "cpu", output, dir) == 0);
+    auto got = serialize::read_safetensors(out);
+    check_all_close(got, serialize::read_safetensors(kGolden + "/optim_" + name + ".expected.safetensors"), 1e-3, 1e-8);
+    CHECK(got.metadata.count("result"));
+  }
+}
+
+TEST_CASE("optim train: malformed train cases are errors and write nothing") {
+  TempDir dir;
+  // A case whose optimizer is unknown: rewrite the golden's document.
+  auto c = serialize::read_safetensors(kGolden + "/train_tiny.case.safetensors");
+  auto spec = nlohmann::json::parse(c.metadata.at("case"));
+  spec["optimizer"]["name"] = "lion";
+  const std::string bad = dir.file("bad.safetensors");
+  serialize::write_safetensors(bad, c.tensors, serialize::Metadata{{"case", spec.dump()}});
+  std::string output;
+  const std::string out = dir.file("out.safetensors");
+  CHECK(run_ref(bad, out, "cpu", output, dir) != 0);
+  CHECK(output.find("lion") != std::string::npos);
+  CHECK_FALSE(fs::exists(out));
+  spec["optimizer"]["name"] = "adamw";
+  spec["steps"] = 5;  // idx.4 missing
+  serialize::write_safetensors(bad, c.tensors, serialize::Metadata{{"case", spec.dump()}});
+  CHECK(run_ref(bad, out, "cpu", output, dir) != 0);
+  CHECK(output.find("idx.4") != std::string::npos);
+  CHECK_FALSE(fs::exists(out));
+}
