@@ -11,6 +11,11 @@ struct CastFn {
   __device__ __forceinline__ D operator()(S v) const { return convert<D>(v); }
 };
 
+template <class U>
+void copy_bits(const Geometry<2>& g, void* dst, const void* src, cudaStream_t s) {
+  run_map1(g, static_cast<U*>(dst), static_cast<const U*>(src), CastFn<U, U>{}, s);
+}
+
 // ---- fill and arange: out[i] = f(i) over a contiguous run ----
 template <int V, class T, class F>
 __global__ void generate_flat(int64_t n, T* __restrict__ out, F f) {
@@ -104,6 +109,18 @@ struct NormalFn {
 }  // namespace
 
 void launch_copy(const Geometry<2>& g, void* dst, DT dst_dtype, const void* src, DT src_dtype, cudaStream_t s) {
+  if (dst_dtype == src_dtype) {  // a strided copy without a cast moves bits, whatever the dtype
+    switch (dst_dtype) {
+      case DT::b8: copy_bits<uint8_t>(g, dst, src, s); break;
+      case DT::bf16:
+      case DT::f16: copy_bits<uint16_t>(g, dst, src, s); break;
+      case DT::f32:
+      case DT::i32: copy_bits<uint32_t>(g, dst, src, s); break;
+      default: copy_bits<uint64_t>(g, dst, src, s); break;
+    }
+    check_launch("copy");
+    return;
+  }
   LATHE_CUDA_DISPATCH_ALL(dst_dtype, "copy", [&]<class D>() {
     LATHE_CUDA_DISPATCH_ALL(src_dtype, "copy", [&]<class S>() {
       run_map1(g, static_cast<D*>(dst), static_cast<const S*>(src), CastFn<D, S>{}, s);

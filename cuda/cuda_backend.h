@@ -9,7 +9,8 @@
 //   backend_matmul.cpp         cuBLAS batched products
 //   backend_nn.cpp             softmax, layer norm, embedding, cross-entropy, indexing, Adam
 // Every kernel runs on the device's one stream; the host waits only in copy_to_host and
-// synchronize.
+// synchronize. tests/test_cuda.cpp checks every kernel against the CPU backend: on a GPU through
+// tools/gpu_check.sh, and without one through cuda/emulator/run.sh (a CPU emulator of the kernels).
 #pragma once
 
 #include <memory>
@@ -68,6 +69,10 @@ class CudaBackend final : public Backend {
   void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                    const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq, double step,
                    const AdamParams& p) override;
+  void adam_update_multi(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                         const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                         const std::vector<Tensor>& max_exp_avg_sqs, const std::vector<Tensor>& steps,
+                         const AdamParams& p) override;
 
  private:
   std::mutex mu_;

@@ -156,14 +156,41 @@ __device__ __forceinline__ V block_allreduce(V v, F combine, V* shared) {
   return r;
 }
 
+// ---- online softmax statistics ----
+// Running (max, sum of exp(x - max)) of part of a row; -inf entries add nothing, so a partly
+// masked row works and a fully masked one ends with sum 0 (then NaN, as on the CPU).
+template <class C>
+struct MaxSum {
+  C m, s;
+};
+template <class C>
+__device__ __forceinline__ MaxSum<C> shfl_xor(MaxSum<C> a, int lane_mask) {
+  return {__shfl_xor_sync(0xffffffffu, a.m, lane_mask), __shfl_xor_sync(0xffffffffu, a.s, lane_mask)};
+}
+template <class C>
+__device__ __forceinline__ MaxSum<C> combine_ms(MaxSum<C> a, MaxSum<C> b) {
+  const C m = a.m > b.m ? a.m : b.m;
+  if (m == m_lowest<C>()) return {m, a.s + b.s};
+  const C sa = a.m == m_lowest<C>() ? C(0) : a.s * m_exp(a.m - m);
+  const C sb = b.m == m_lowest<C>() ? C(0) : b.s * m_exp(b.m - m);
+  return {m, sa + sb};
+}
+template <class C>
+__device__ __forceinline__ MaxSum<C> add_ms(MaxSum<C> a, C v) {
+  if (v > a.m) return {v, (a.m == m_lowest<C>() ? C(0) : a.s * m_exp(a.m - v)) + C(1)};
+  if (v == m_lowest<C>()) return a;
+  return {a.m, a.s + m_exp(v - a.m)};  // NaN lands here and poisons the sum, as on the CPU
+}
+
 // ---- recording a bad index without trapping ----
 __device__ __forceinline__ void report_index_error(DeviceErrorInfo* err, int32_t code, int64_t value,
                                                    int64_t position, int64_t limit) {
-  if (atomicCAS(&err->code, 0, code) == 0) {
+  if (atomicCAS(err->lock, 0, 1) == 0) {
     err->value = value;
     err->position = position;
     err->limit = limit;
     __threadfence_system();
+    err->code = code;
   }
 }
 

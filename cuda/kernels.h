@@ -47,13 +47,16 @@ inline bool is_flat(const Geometry<N>& g) {
 }
 
 // Where kernels report bad indices without trapping: host-mapped memory the host reads at its next
-// synchronisation with the device (cuda_backend.cpp turns it into a lathe::Error).
+// synchronisation with the device (runtime.cpp turns it into a lathe::Error). The first reporter
+// wins a lock word in device memory (atomics on host-mapped memory are not reliable over PCIe),
+// then writes the details with plain stores.
 struct DeviceErrorInfo {
   int32_t code;  // 0 = none; else an IndexError value
   int32_t pad;
   int64_t value;     // the offending index
   int64_t position;  // its flat position in the index tensor
   int64_t limit;     // the valid range is [0, limit)
+  int32_t* lock;     // device memory; 0 = free
 };
 enum IndexError : int32_t {
   kNoError = 0,
@@ -158,10 +161,26 @@ struct AdamArgs {
 // param and grad of dtype `dtype`, moments of dtype `state_dtype`; max_exp_avg_sq null unless amsgrad.
 void launch_adam(DT dtype, DT state_dtype, void* param, const void* grad, void* exp_avg, void* exp_avg_sq,
                  void* max_exp_avg_sq, int64_t n, const AdamArgs& a, cudaStream_t s);
+// One parameter of a fused step: step is its one-element f32 counter on the GPU.
+struct AdamTensorPtrs {
+  void* param;
+  const void* grad;
+  void* exp_avg;
+  void* exp_avg_sq;
+  void* max_exp_avg_sq;  // null unless amsgrad
+  float* step;
+  int64_t numel;
+};
+// Every tensor has param dtype `dtype` and moments `state_dtype`; a.step is unused (each counter
+// is incremented on the GPU, then read there).
+void launch_adam_multi(DT dtype, DT state_dtype, const AdamTensorPtrs* tensors, int count, const AdamArgs& a,
+                       cudaStream_t s);
 
 // Checks cudaGetLastError after a launch; throws lathe::Error naming `what` (defined in runtime.cpp,
 // so that .cu files need no lathe header).
 void check_launch(const char* what);
+// Throws lathe::Error "<what>: CUDA error <name>: <description>" unless err is cudaSuccess.
+void check_cuda(cudaError_t err, const char* what);
 // Throws lathe::Error: kernel `what` has no variant for dtype dt.
 [[noreturn]] void fail_dtype(const char* what, DT dt);
 

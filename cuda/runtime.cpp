@@ -96,10 +96,12 @@ DeviceContext& context(int index) {
   check_cuda(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking), "cudaStreamCreate");
   check_cublas(cublasCreate(&ctx->cublas), "cublasCreate");
   check_cublas(cublasSetStream(ctx->cublas, ctx->stream), "cublasSetStream");
-  // Pointers to alpha/beta live on the host; f32 products stay true f32 (no TF32) so that they
-  // match the CPU within f32 rounding. LATHE_CUDA_TF32=1 trades that for speed.
+  // alpha and beta live on the host. Default math (no TF32 for f32: backend_matmul.cpp opts in
+  // only when asked), and 16-bit products reduce in their f32 compute type, never in 16 bits.
   check_cublas(cublasSetPointerMode(ctx->cublas, CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode");
-  check_cublas(cublasSetMathMode(ctx->cublas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  check_cublas(cublasSetMathMode(ctx->cublas, cublasMath_t(CUBLAS_DEFAULT_MATH |
+                                                          CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
+               "cublasSetMathMode");
   void* flag = nullptr;
   check_cuda(cudaHostAlloc(&flag, sizeof(DeviceErrorInfo), cudaHostAllocMapped), "cudaHostAlloc (error flag)");
   ctx->error_host = static_cast<DeviceErrorInfo*>(flag);
@@ -107,6 +109,10 @@ DeviceContext& context(int index) {
   void* dflag = nullptr;
   check_cuda(cudaHostGetDevicePointer(&dflag, flag, 0), "cudaHostGetDevicePointer (error flag)");
   ctx->error_device = static_cast<DeviceErrorInfo*>(dflag);
+  void* error_lock = nullptr;
+  check_cuda(cudaMalloc(&error_lock, sizeof(int32_t)), "cudaMalloc (error lock)");
+  check_cuda(cudaMemset(error_lock, 0, sizeof(int32_t)), "cudaMemset (error lock)");
+  ctx->error_host->lock = static_cast<int32_t*>(error_lock);
   slot = std::move(ctx);
   return *slot;
 }
@@ -115,8 +121,10 @@ void raise_pending_index_error(int index) {
   DeviceContext& ctx = context(index);
   volatile DeviceErrorInfo* e = ctx.error_host;
   if (e->code == kNoError) return;
-  const DeviceErrorInfo info{e->code, 0, e->value, e->position, e->limit};
+  const DeviceErrorInfo info{e->code, 0, e->value, e->position, e->limit, nullptr};
   e->code = kNoError;
+  // Free the lock for the next error; ordered after everything already queued.
+  check_cuda(cudaMemsetAsync(e->lock, 0, sizeof(int32_t), ctx.stream), "cudaMemsetAsync (error lock)");
   LATHE_FAIL(index_op_name(info.code), " ", info.value, " at flat position ", info.position,
              " is out of range [0, ", info.limit, ") on cuda:", index,
              " (found by the kernel; reported at the next synchronisation with the GPU)");

@@ -34,8 +34,7 @@ DeviceContext& context(int index);
 // Makes `index` the calling thread's current device (cheap when it already is).
 void set_device(int index);
 
-// Throws lathe::Error "<what>: <CUDA error name>: <description>" unless err is cudaSuccess.
-void check_cuda(cudaError_t err, const char* what);
+// Throws lathe::Error "<what>: cuBLAS error <description>" unless st is success.
 void check_cublas(cublasStatus_t st, const char* what);
 
 // Waits for the stream of `index`, then turns a bad index recorded by a kernel into a

@@ -1,0 +1,240 @@
+// Row kernels over the last dim of contiguous tensors: softmax, log-softmax and layer norm, with
+// their backward passes. One block per row; the block size follows the row length.
+//
+// The arithmetic follows core/cpu/nn_kernels.cpp: softmax sums in the compute type (f32, or f64
+// for f64), layer-norm statistics in f64 in two passes, 16-bit rows computed in f32. Reductions
+// run in a fixed tree, so results repeat run to run; the layer-norm weight and bias gradients
+// are summed per fixed chunk of rows and the chunks combined in order (no atomics).
+#include "cuda/device_common.cuh"
+
+namespace lathe::cuda {
+
+namespace {
+
+// Threads for one row of `len`: about 4 elements per thread, a multiple of 32, at most 1024.
+int row_threads(int64_t len) {
+  int64_t t = (len + 3) / 4;
+  t = (t + 31) / 32 * 32;
+  if (t < 32) t = 32;
+  if (t > 1024) t = 1024;
+  return int(t);
+}
+
+template <class T>
+__global__ void softmax_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t len, bool log) {
+  using C = compute_t<T>;
+  __shared__ MaxSum<C> shared[32];
+  const T* xr = x + int64_t(blockIdx.x) * len;
+  T* yr = y + int64_t(blockIdx.x) * len;
+  MaxSum<C> ms{m_lowest<C>(), C(0)};
+  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) ms = add_ms(ms, to_c(xr[i]));
+  ms = block_allreduce(ms, [](MaxSum<C> a, MaxSum<C> b) { return combine_ms(a, b); }, shared);
+  const C m = ms.m;
+  if (log) {
+    const C log_s = m_log(ms.s);
+    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) yr[i] = from_c<T>((to_c(xr[i]) - m) - log_s);
+  } else {
+    const C inv = C(1) / ms.s;
+    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) yr[i] = from_c<T>(m_exp(to_c(xr[i]) - m) * inv);
+  }
+}
+
+// softmax:     gx = y * (gy - sum(gy * y))
+// log_softmax: gx = gy - exp(y) * sum(gy)
+template <class T>
+__global__ void softmax_backward_kernel(const T* __restrict__ y, const T* __restrict__ gy, T* __restrict__ gx,
+                                        int64_t len, bool log) {
+  using C = compute_t<T>;
+  __shared__ C shared[32];
+  const int64_t base = int64_t(blockIdx.x) * len;
+  C acc = 0;
+  for (int64_t i = threadIdx.x; i < len; i += blockDim.x)
+    acc += log ? to_c(gy[base + i]) : to_c(gy[base + i]) * to_c(y[base + i]);
+  const C s = block_allreduce(acc, [](C a, C b) { return a + b; }, shared);
+  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
+    const C yv = to_c(y[base + i]), g = to_c(gy[base + i]);
+    gx[base + i] = from_c<T>(log ? g - m_exp(yv) * s : yv * (g - s));
+  }
+}
+
+// S is the type of the saved statistics: f64 for f64 inputs, else f32.
+template <class T>
+using stat_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <class T>
+__global__ void layer_norm_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
+                                  double eps, T* __restrict__ y, stat_t<T>* __restrict__ mean,
+                                  stat_t<T>* __restrict__ rstd, int64_t len) {
+  using C = compute_t<T>;
+  __shared__ double shared[32];
+  const int64_t row = blockIdx.x;
+  const T* xr = x + row * len;
+  T* yr = y + row * len;
+  // Two passes in f64: the centred variance does not cancel catastrophically.
+  double acc = 0;
+  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) acc += double(to_c(xr[i]));
+  const double mu = block_allreduce(acc, [](double a, double c) { return a + c; }, shared) / double(len);
+  acc = 0;
+  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
+    const double d = double(to_c(xr[i])) - mu;
+    acc += d * d;
+  }
+  const double var = block_allreduce(acc, [](double a, double c) { return a + c; }, shared) / double(len);
+  const double rs = 1.0 / sqrt(var + eps);
+  if (threadIdx.x == 0) {
+    mean[row] = stat_t<T>(mu);
+    rstd[row] = stat_t<T>(rs);
+  }
+  const C m = C(mu), s = C(rs);
+  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
+    const C wv = w ? to_c(w[i]) : C(1);
+    const C bv = b ? to_c(b[i]) : C(0);
+    yr[i] = from_c<T>((to_c(xr[i]) - m) * s * wv + bv);
+  }
+}
+
+// gx = rstd * (g - mean(g) - xh * mean(g * xh)) with xh = (x - mean) * rstd and g = gy * w.
+template <class T>
+__global__ void layer_norm_backward_kernel(const T* __restrict__ x, const T* __restrict__ w,
+                                           const stat_t<T>* __restrict__ mean, const stat_t<T>* __restrict__ rstd,
+                                           const T* __restrict__ gy, T* __restrict__ gx, int64_t len) {
+  using C = compute_t<T>;
+  __shared__ double shared[32];
+  const int64_t row = blockIdx.x;
+  const T* xr = x + row * len;
+  const T* gr = gy + row * len;
+  const C mu = C(mean[row]), rs = C(rstd[row]);
+  double sum_g = 0, sum_gx = 0;
+  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
+    const C g = to_c(gr[i]) * (w ? to_c(w[i]) : C(1));
+    sum_g += double(g);
+    sum_gx += double(g * ((to_c(xr[i]) - mu) * rs));
+  }
+  sum_g = block_allreduce(sum_g, [](double a, double c) { return a + c; }, shared);
+  sum_gx = block_allreduce(sum_gx, [](double a, double c) { return a + c; }, shared);
+  const C mean_g = C(sum_g / double(len)), mean_gx = C(sum_gx / double(len));
+  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
+    const C xh = (to_c(xr[i]) - mu) * rs;
+    gx[row * len + i] = from_c<T>(rs * (to_c(gr[i]) * (w ? to_c(w[i]) : C(1)) - mean_g - xh * mean_gx));
+  }
+}
+
+// Weight and bias gradients, pass 1: block (32 columns x 8 lanes) sums chunk blockIdx.y of the
+// rows in the compute type; partials are [chunks, len] per gradient.
+constexpr int kLnLanes = 8;
+int64_t ln_chunk_rows(int64_t rows) {
+  int64_t c = 64;
+  if ((rows + c - 1) / c > 65535) c = (rows + 65534) / 65535;
+  return c;
+}
+
+template <class T>
+__global__ void layer_norm_param_partials(const T* __restrict__ x, const stat_t<T>* __restrict__ mean,
+                                          const stat_t<T>* __restrict__ rstd, const T* __restrict__ gy,
+                                          int64_t rows, int64_t len, int64_t chunk_rows,
+                                          compute_t<T>* __restrict__ part_w, compute_t<T>* __restrict__ part_b) {
+  using C = compute_t<T>;
+  __shared__ C sw[kLnLanes][32], sb[kLnLanes][32];
+  const int64_t col = int64_t(blockIdx.x) * 32 + threadIdx.x;
+  const int64_t r0 = int64_t(blockIdx.y) * chunk_rows;
+  const int64_t r1 = r0 + chunk_rows < rows ? r0 + chunk_rows : rows;
+  C aw = 0, ab = 0;
+  if (col < len) {
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kLnLanes) {
+      const C g = to_c(gy[r * len + col]);
+      if (part_w) aw += g * ((to_c(x[r * len + col]) - C(mean[r])) * C(rstd[r]));
+      ab += g;
+    }
+  }
+  sw[threadIdx.y][threadIdx.x] = aw;
+  sb[threadIdx.y][threadIdx.x] = ab;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < len) {
+    for (int l = 1; l < kLnLanes; ++l) {
+      aw += sw[l][threadIdx.x];
+      ab += sb[l][threadIdx.x];
+    }
+    if (part_w) part_w[int64_t(blockIdx.y) * len + col] = aw;
+    if (part_b) part_b[int64_t(blockIdx.y) * len + col] = ab;
+  }
+}
+
+// Pass 2: each column adds its chunk partials in chunk order, in f64.
+template <class T>
+__global__ void layer_norm_param_combine(const compute_t<T>* __restrict__ part, int64_t chunks, int64_t len,
+                                         T* __restrict__ out) {
+  const int64_t col = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (col >= len) return;
+  double acc = 0;
+  for (int64_t c = 0; c < chunks; ++c) acc += double(part[c * len + col]);
+  out[col] = from_c<T>(acc);
+}
+
+}  // namespace
+
+void launch_softmax(DT dtype, const void* x, void* y, int64_t rows, int64_t len, bool log, cudaStream_t s) {
+  if (rows == 0) return;
+  LATHE_CUDA_DISPATCH_FLOAT(dtype, log ? "log_softmax" : "softmax", [&]<class T>() {
+    softmax_kernel<T><<<unsigned(rows), row_threads(len), 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), len,
+                                                                  log);
+  });
+  check_launch(log ? "log_softmax" : "softmax");
+}
+
+void launch_softmax_backward(DT dtype, const void* y, const void* gy, void* gx, int64_t rows, int64_t len, bool log,
+                             cudaStream_t s) {
+  if (rows == 0) return;
+  LATHE_CUDA_DISPATCH_FLOAT(dtype, "softmax_backward", [&]<class T>() {
+    softmax_backward_kernel<T><<<unsigned(rows), row_threads(len), 0, s>>>(
+        static_cast<const T*>(y), static_cast<const T*>(gy), static_cast<T*>(gx), len, log);
+  });
+  check_launch("softmax_backward");
+}
+
+void launch_layer_norm(DT dtype, const void* x, const void* w, const void* b, double eps, void* y, void* mean,
+                       void* rstd, bool stat_f64, int64_t rows, int64_t len, cudaStream_t s) {
+  if (rows == 0) return;
+  if (stat_f64 != (dtype == DT::f64)) fail_dtype("layer_norm (statistics must be f64 exactly for f64 input)", dtype);
+  LATHE_CUDA_DISPATCH_FLOAT(dtype, "layer_norm", [&]<class T>() {
+    layer_norm_kernel<T><<<unsigned(rows), row_threads(len), 0, s>>>(
+        static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b), eps, static_cast<T*>(y),
+        static_cast<stat_t<T>*>(mean), static_cast<stat_t<T>*>(rstd), len);
+  });
+  check_launch("layer_norm");
+}
+
+size_t layer_norm_backward_scratch_bytes(DT dtype, int64_t rows, int64_t len) {
+  const int64_t chunks = (rows + ln_chunk_rows(rows) - 1) / ln_chunk_rows(rows);
+  const size_t c_bytes = dtype == DT::f64 ? 8 : 4;
+  return 2 * size_t(chunks) * size_t(len) * c_bytes;
+}
+
+void launch_layer_norm_backward(DT dtype, const void* x, const void* w, const void* mean, const void* rstd,
+                                bool stat_f64, const void* gy, void* gx, void* gw, void* gb, int64_t rows,
+                                int64_t len, void* scratch, cudaStream_t s) {
+  if (rows == 0) return;
+  if (stat_f64 != (dtype == DT::f64))
+    fail_dtype("layer_norm_backward (statistics must be f64 exactly for f64 input)", dtype);
+  LATHE_CUDA_DISPATCH_FLOAT(dtype, "layer_norm_backward", [&]<class T>() {
+    using C = compute_t<T>;
+    using S = stat_t<T>;
+    const T* xt = static_cast<const T*>(x);
+    const T* gyt = static_cast<const T*>(gy);
+    layer_norm_backward_kernel<T><<<unsigned(rows), row_threads(len), 0, s>>>(
+        xt, static_cast<const T*>(w), static_cast<const S*>(mean), static_cast<const S*>(rstd), gyt,
+        static_cast<T*>(gx), len);
+    if (!gw && !gb) return;
+    const int64_t chunk_rows = ln_chunk_rows(rows);
+    const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
+    C* part_w = gw ? static_cast<C*>(scratch) : nullptr;
+    C* part_b = gb ? static_cast<C*>(scratch) + chunks * len : nullptr;
+    layer_norm_param_partials<T><<<dim3(unsigned((len + 31) / 32), unsigned(chunks)), dim3(32, kLnLanes), 0, s>>>(
+        xt, static_cast<const S*>(mean), static_cast<const S*>(rstd), gyt, rows, len, chunk_rows, part_w, part_b);
+    const unsigned blocks = unsigned((len + kThreads - 1) / kThreads);
+    if (gw) layer_norm_param_combine<T><<<blocks, kThreads, 0, s>>>(part_w, chunks, len, static_cast<T*>(gw));
+    if (gb) layer_norm_param_combine<T><<<blocks, kThreads, 0, s>>>(part_b, chunks, len, static_cast<T*>(gb));
+  });
+  check_launch("layer_norm_backward");
+}
+
+}  // namespace lathe::cuda

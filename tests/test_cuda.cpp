@@ -1,0 +1,789 @@
+// The CUDA backend against the CPU backend: every kernel on random inputs (normalized MSE at most
+// 1e-7 for f32, looser stated bounds for 16-bit floats, bit-exact where the arithmetic is the
+// same), the Philox contract, the caching allocator's statistics and out-of-memory error,
+// transfer counters, determinism, and bad indices reported as errors.
+//
+// Without a CUDA build or without a GPU each case prints "skipped: ..." and passes; one case
+// checks that a GPU-less machine gets a clear error instead of a crash.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/autograd.h"
+#include "core/backend.h"
+#include "core/ops.h"
+
+using namespace lathe;
+
+namespace {
+
+const Device kGpu = Device::cuda(0);
+const Device kCpu = Device::cpu();
+
+// Number of GPUs; -1 when this build has no CUDA backend.
+int gpu_count() {
+  if (!backend_available(DeviceType::cuda)) return -1;
+  try {
+    return backend_for(kGpu).device_count();
+  } catch (const Error&) {
+    return 0;
+  }
+}
+
+bool gpu_ready() {
+  const int n = gpu_count();
+  if (n > 0) return true;
+  const char* why = n < 0 ? "skipped: no GPU (this build has no CUDA backend; configure with -DLATHE_CUDA=ON)"
+                          : "skipped: no GPU (the CUDA backend is compiled in, but no device was found)";
+  // tools/gpu_check.sh sets LATHE_REQUIRE_GPU=1: on the GPU machine a skip is a failure.
+  const char* require = std::getenv("LATHE_REQUIRE_GPU");
+  if (require != nullptr && require[0] == '1') FAIL_CHECK("LATHE_REQUIRE_GPU=1 but: " << std::string(why));
+  else MESSAGE(std::string(why));
+  return false;
+}
+
+#define REQUIRE_GPU() \
+  if (!gpu_ready()) return
+
+const std::vector<DType> kFloatTypes = {DType::f32, DType::f64, DType::bf16, DType::f16};
+const std::vector<DType> kAllTypes = {DType::f32, DType::f64, DType::bf16, DType::f16,
+                                      DType::i32, DType::i64, DType::b8};
+
+std::vector<double> host_values(const Tensor& t) { return t.to(kCpu).to(DType::f64).contiguous().to_vector<double>(); }
+
+// sum((got - want)^2) / sum(want^2); NaN in the same places counts as equal, elsewhere as 1.
+double nmse(const Tensor& got, const Tensor& want) {
+  REQUIRE(got.shape() == want.shape());
+  const auto g = host_values(got), w = host_values(want);
+  double num = 0, den = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (std::isnan(w[i]) || std::isnan(g[i])) {
+      if (!(std::isnan(w[i]) && std::isnan(g[i]))) return 1.0;
+      continue;
+    }
+    if (std::isinf(w[i]) || std::isinf(g[i])) {
+      if (g[i] != w[i]) return 1.0;
+      continue;
+    }
+    num += (g[i] - w[i]) * (g[i] - w[i]);
+    den += w[i] * w[i];
+  }
+  return den > 0 ? num / den : num;
+}
+
+// Bit-exact values (NaN matches NaN).
+bool same_values(const Tensor& got, const Tensor& want) {
+  if (got.shape() != want.shape() || got.dtype() != want.dtype()) return false;
+  const auto g = host_values(got), w = host_values(want);
+  for (size_t i = 0; i < g.size(); ++i)
+    if (!(g[i] == w[i] || (std::isnan(g[i]) && std::isnan(w[i])))) return false;
+  return true;
+}
+
+// The bound a dtype's results must meet against the CPU.
+double tolerance(DType t) {
+  switch (t) {
+    case DType::f64: return 1e-20;
+    case DType::f32: return 1e-7;
+    case DType::f16: return 1e-5;   // a few ulp of 2^-11 in rare elements
+    case DType::bf16: return 1e-4;  // a few ulp of 2^-8 in rare elements
+    default: return 0;
+  }
+}
+
+// Random normal values of `dtype` on the CPU (integers: rounded from 10 * normal).
+Tensor random_tensor(const Shape& shape, uint64_t seed, DType dtype, double scale = 1.0) {
+  Tensor x = Tensor::randn(shape, seed, 0, DType::f64);
+  if (is_floating(dtype)) return mul(x, scale).to(dtype);
+  return mul(x, 10.0 * scale).to(dtype);
+}
+
+std::string ctx(const char* what, DType t) { return std::string(what) + " " + dtype_name(t); }
+
+}  // namespace
+
+// ---------------------------------------------------------------- availability
+
+TEST_CASE("cuda: a machine without a GPU gets a clear error, not a crash") {
+  const int n = gpu_count();
+  if (n < 0) {
+    CHECK_THROWS_WITH_AS(Tensor::zeros({2}, DType::f32, kGpu), doctest::Contains("no CUDA backend"), Error);
+    return;
+  }
+  if (n == 0) {
+    MESSAGE("the CUDA backend is registered and reports no GPU");
+    CHECK_THROWS_WITH_AS(Tensor::zeros({2}, DType::f32, kGpu), doctest::Contains("no GPU was found"), Error);
+    CHECK_THROWS_AS(Tensor::ones({3}).to(kGpu), Error);
+    return;
+  }
+  CHECK(backend_for(kGpu).name() == "cuda");
+  CHECK_THROWS_WITH_AS(Tensor::zeros({2}, DType::f32, Device::cuda(n)), doctest::Contains("does not exist"), Error);
+}
+
+// ---------------------------------------------------------------- data movement
+
+TEST_CASE("cuda: round trip and strided copies with casts among all dtypes") {
+  REQUIRE_GPU();
+  for (DType from : kAllTypes) {
+    const Tensor base = random_tensor({6, 7, 5}, 11, from);
+    const Tensor g = base.to(kGpu);
+    CHECK(same_values(g.to(kCpu), base));
+    for (DType to : kAllTypes) {
+      INFO(ctx("from", from), " ", ctx("to", to));
+      // Contiguous cast, a transposed view and a stepped slice.
+      CHECK(same_values(g.to(to), base.to(to)));
+      CHECK(same_values(g.transpose(0, 2).to(to), base.transpose(0, 2).to(to)));
+      CHECK(same_values(g.slice(1, 1, 7, 2).permute({2, 0, 1}).to(to), base.slice(1, 1, 7, 2).permute({2, 0, 1}).to(to)));
+      // A broadcast source into a strided destination.
+      Tensor dg = Tensor::zeros({5, 6}, to, kGpu), dc = Tensor::zeros({5, 6}, to);
+      dg.t().copy_(g.select(1, 3).select(1, 2).unsqueeze(1).expand({6, 5}));
+      dc.t().copy_(base.select(1, 3).select(1, 2).unsqueeze(1).expand({6, 5}));
+      CHECK(same_values(dg, dc));
+    }
+  }
+}
+
+TEST_CASE("cuda: fill and arange match the CPU exactly") {
+  REQUIRE_GPU();
+  for (DType t : kAllTypes) {
+    INFO(std::string(dtype_name(t)));
+    for (double v : {0.0, 1.0, -2.5, 0.1, 1e30})
+      CHECK(same_values(Tensor::full({1001}, v, t, kGpu), Tensor::full({1001}, v, t)));
+    CHECK(same_values(Tensor::arange(-7, 1000, 3, t, kGpu), Tensor::arange(-7, 1000, 3, t)));
+  }
+}
+
+TEST_CASE("cuda: Philox random numbers are the CPU's numbers") {
+  REQUIRE_GPU();
+  for (DType t : kFloatTypes) {
+    INFO(std::string(dtype_name(t)));
+    for (uint64_t offset : {uint64_t(0), uint64_t(12345), uint64_t(1) << 40}) {
+      CHECK(same_values(Tensor::rand({100003}, 42, offset, t, kGpu), Tensor::rand({100003}, 42, offset, t)));
+      // Box-Muller goes through log and cos in f64: the GPU's and glibc's agree to the last bit of
+      // f64 almost always, so the f32 results are equal but for rare one-ulp differences.
+      const auto g = host_values(Tensor::randn({100003}, 7, offset, t, kGpu));
+      const auto c = host_values(Tensor::randn({100003}, 7, offset, t));
+      int differ = 0;
+      double worst = 0;
+      for (size_t i = 0; i < g.size(); ++i) {
+        if (g[i] != c[i]) ++differ;
+        worst = std::max(worst, std::abs(g[i] - c[i]) / std::max(1.0, std::abs(c[i])));
+      }
+      CHECK(differ <= 10);
+      CHECK(worst <= (t == DType::bf16 ? 1e-2 : t == DType::f16 ? 1e-3 : 1e-6));
+    }
+  }
+  // A dropout mask drawn on the GPU equals the CPU's.
+  Generator gc(5), gg(5);
+  const Tensor x = Tensor::ones({4096});
+  CHECK(same_values(dropout(x.to(kGpu), 0.3, true, gg), dropout(x, 0.3, true, gc)));
+}
+
+// ---------------------------------------------------------------- elementwise
+
+TEST_CASE("cuda: unary ops on float dtypes, contiguous and strided") {
+  REQUIRE_GPU();
+  for (DType t : kFloatTypes) {
+    const Tensor x = random_tensor({33, 65}, 3, t, 2.0);
+    const Tensor pos = add(abs(x), 0.25);
+    const Tensor xg = x.to(kGpu), pg = pos.to(kGpu);
+    struct Case {
+      const char* name;
+      std::function<Tensor(const Tensor&)> f;
+      bool positive;
+    };
+    const std::vector<Case> cases = {
+        {"neg", [](const Tensor& v) { return neg(v); }, false},
+        {"exp", [](const Tensor& v) { return exp(v); }, false},
+        {"log", [](const Tensor& v) { return log(v); }, true},
+        {"sqrt", [](const Tensor& v) { return sqrt(v); }, true},
+        {"rsqrt", [](const Tensor& v) { return rsqrt(v); }, true},
+        {"tanh", [](const Tensor& v) { return tanh(v); }, false},
+        {"gelu", [](const Tensor& v) { return gelu(v); }, false},
+        {"relu", [](const Tensor& v) { return relu(v); }, false},
+        {"sigmoid", [](const Tensor& v) { return sigmoid(v); }, false},
+        {"abs", [](const Tensor& v) { return abs(v); }, false},
+        {"square", [](const Tensor& v) { return square(v); }, false},
+        {"pow", [](const Tensor& v) { return pow(v, 2.5); }, true},
+        {"clamp", [](const Tensor& v) { return clamp(v, -0.5, 0.75); }, false},
+        {"clamp_lo", [](const Tensor& v) { return clamp(v, -0.5, std::nullopt); }, false},
+        {"clamp_hi", [](const Tensor& v) { return clamp(v, std::nullopt, 0.3); }, false},
+        {"affine", [](const Tensor& v) { return add(mul(v, 1.5), -0.25); }, false},
+    };
+    for (const auto& c : cases) {
+      INFO(ctx(c.name, t));
+      const Tensor& in_c = c.positive ? pos : x;
+      const Tensor& in_g = c.positive ? pg : xg;
+      CHECK(nmse(c.f(in_g), c.f(in_c)) <= tolerance(t));
+      CHECK(nmse(c.f(in_g.t()), c.f(in_c.t())) <= tolerance(t));
+    }
+    // Kernels without a public op of their own.
+    for (UnaryOp op : {UnaryOp::reciprocal, UnaryOp::sign}) {
+      INFO(ctx(unary_op_name(op), t));
+      Tensor og = Tensor::empty(x.shape(), t, kGpu), oc = Tensor::empty(x.shape(), t);
+      backend_for(kGpu).unary(op, xg, og, 0, 0);
+      backend_for(kCpu).unary(op, x, oc, 0, 0);
+      CHECK(nmse(og, oc) <= tolerance(t));
+    }
+  }
+  // NaN: clamp keeps it, relu and sign map it as the CPU does.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Tensor special = Tensor::from_vector<float>({float(nan), -0.0f, 0.0f, INFINITY, -INFINITY, 3.0f}, {6});
+  for (auto f : {+[](const Tensor& v) { return clamp(v, -1.0, 1.0); }, +[](const Tensor& v) { return relu(v); },
+                 +[](const Tensor& v) { return abs(v); }, +[](const Tensor& v) { return exp(v); }})
+    CHECK(same_values(f(special.to(kGpu)), f(special)));
+}
+
+TEST_CASE("cuda: unary ops on integer dtypes are exact") {
+  REQUIRE_GPU();
+  for (DType t : {DType::i32, DType::i64}) {
+    const Tensor x = random_tensor({17, 9}, 4, t);
+    const Tensor g = x.to(kGpu);
+    INFO(std::string(dtype_name(t)));
+    CHECK(same_values(neg(g), neg(x)));
+    CHECK(same_values(abs(g), abs(x)));
+    CHECK(same_values(square(g), square(x)));
+    CHECK(same_values(relu(g), relu(x)));
+    CHECK(same_values(clamp(g, -3.0, 5.0), clamp(x, -3.0, 5.0)));
+    CHECK_THROWS_AS(backend_for(kGpu).unary(UnaryOp::exp, g, Tensor::empty(g.shape(), t, kGpu), 0, 0), Error);
+  }
+}
+
+TEST_CASE("cuda: binary ops with broadcasting, scalars and NaN") {
+  REQUIRE_GPU();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (DType t : kFloatTypes) {
+    Tensor a = random_tensor({3, 1, 50}, 5, t);
+    Tensor b = random_tensor({4, 50}, 6, t);
+    // NaN in a few places for maximum/minimum.
+    a = where(gt(random_tensor({3, 1, 50}, 9, DType::f32), Tensor::scalar(1.5)), Tensor::scalar(nan, t), a);
+    const Tensor ag = a.to(kGpu), bg = b.to(kGpu);
+    const Tensor bpos = add(abs(b), 0.5), bposg = bpos.to(kGpu);
+    INFO(std::string(dtype_name(t)));
+    CHECK(nmse(add(ag, bg), add(a, b)) <= tolerance(t));
+    CHECK(nmse(sub(ag, bg), sub(a, b)) <= tolerance(t));
+    CHECK(nmse(mul(ag, bg), mul(a, b)) <= tolerance(t));
+    CHECK(nmse(div(ag, bposg), div(a, bpos)) <= tolerance(t));
+    CHECK(nmse(pow(bposg, ag), pow(bpos, a)) <= tolerance(t));
+    CHECK(same_values(maximum(ag, bg), maximum(a, b)));
+    CHECK(same_values(minimum(bg, ag), minimum(b, a)));
+    CHECK(nmse(add(ag, 2.0), add(a, 2.0)) <= tolerance(t));
+    CHECK(nmse(3.0 * bg, 3.0 * b) <= tolerance(t));
+    for (auto cmp : {&eq, &ne, &lt, &le, &gt, &ge}) CHECK(same_values(cmp(ag, bg), cmp(a, b)));
+    // Fused backward kernels.
+    for (BinaryOp op : {BinaryOp::gelu_backward, BinaryOp::tanh_backward, BinaryOp::sigmoid_backward,
+                        BinaryOp::relu_backward}) {
+      INFO(std::string(binary_op_name(op)));
+      const Tensor x = random_tensor({40, 30}, 8, t), gy = random_tensor({40, 30}, 10, t);
+      Tensor og = Tensor::empty(x.shape(), t, kGpu), oc = Tensor::empty(x.shape(), t);
+      backend_for(kGpu).binary(op, x.to(kGpu), gy.to(kGpu), og);
+      backend_for(kCpu).binary(op, x, gy, oc);
+      CHECK(nmse(og, oc) <= tolerance(t));
+    }
+  }
+  for (DType t : {DType::i32, DType::i64}) {
+    const Tensor a = random_tensor({20, 30}, 12, t);
+    const Tensor b = add(abs(random_tensor({30}, 13, t)), 1.0);  // no zero divisors
+    INFO(std::string(dtype_name(t)));
+    CHECK(same_values(add(a.to(kGpu), b.to(kGpu)), add(a, b)));
+    CHECK(same_values(mul(a.to(kGpu), b.to(kGpu)), mul(a, b)));
+    CHECK(same_values(div(a.to(kGpu), b.to(kGpu)), div(a, b)));
+    CHECK(same_values(maximum(a.to(kGpu), b.to(kGpu)), maximum(a, b)));
+    CHECK(same_values(lt(a.to(kGpu), b.to(kGpu)), lt(a, b)));
+  }
+}
+
+TEST_CASE("cuda: where and masked_fill") {
+  REQUIRE_GPU();
+  for (DType t : kAllTypes) {
+    INFO(std::string(dtype_name(t)));
+    const Tensor c = gt(random_tensor({8, 1, 16}, 20, DType::f32), Tensor::scalar(0.0));
+    const Tensor a = random_tensor({8, 5, 16}, 21, t), b = random_tensor({5, 1}, 22, t);
+    CHECK(same_values(where(c.to(kGpu), a.to(kGpu), b.to(kGpu)), where(c, a, b)));
+  }
+  const Tensor x = random_tensor({4, 8, 8}, 23, DType::f32);
+  const Tensor mask = gt(random_tensor({8, 8}, 24, DType::f32), Tensor::scalar(0.5));
+  CHECK(same_values(masked_fill(x.to(kGpu), mask.to(kGpu), -INFINITY), masked_fill(x, mask, -INFINITY)));
+}
+
+// ---------------------------------------------------------------- reductions
+
+TEST_CASE("cuda: sums over every layout, short and long rows") {
+  REQUIRE_GPU();
+  const std::vector<std::pair<Shape, std::vector<int64_t>>> cases = {
+      {{37, 53}, {1}},        {{37, 53}, {0}},       {{37, 53}, {}},         {{5, 6, 7}, {1}},
+      {{5, 6, 7}, {0, 2}},    {{3, 70000}, {1}},     {{70000, 3}, {0}},      {{1, 300000}, {1}},
+      {{2, 3, 4, 5}, {1, 3}}, {{300000, 1}, {0}},    {{64, 2048}, {1}},      {{4096, 64}, {0}},
+  };
+  for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32, DType::i64}) {
+    for (const auto& [shape, dims] : cases) {
+      INFO(std::string(dtype_name(t)), " shape ", shape_str(shape), " dims ", dims.size());
+      const Tensor x = random_tensor(shape, 30, t);
+      const Tensor g = x.to(kGpu);
+      if (is_floating(t)) {
+        CHECK(nmse(sum(g, dims), sum(x, dims)) <= tolerance(t));
+        CHECK(nmse(sum(g.transpose(0, 1), dims), sum(x.transpose(0, 1), dims)) <= tolerance(t));
+      } else {
+        CHECK(same_values(sum(g, dims), sum(x, dims)));
+      }
+      // Fixed trees: the same input gives the same bits every time.
+      CHECK(same_values(sum(g, dims), sum(g, dims)));
+    }
+  }
+}
+
+TEST_CASE("cuda: max, min, argmax, argmin with ties and NaN") {
+  REQUIRE_GPU();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32, DType::i64}) {
+    for (const Shape& shape : {Shape{40, 77}, Shape{3, 9000}, Shape{9000, 3}, Shape{1, 100000}}) {
+      INFO(std::string(dtype_name(t)), " shape ", shape_str(shape));
+      // Few distinct values: many ties, so the first index must win.
+      Tensor x = random_tensor(shape, 31, DType::f64);
+      x = div(x.to(DType::i64).to(DType::f64), 1.0).to(t);
+      if (is_floating(t))  // a NaN in some rows
+        x = where(gt(random_tensor(shape, 32, DType::f32), Tensor::scalar(2.8)), Tensor::scalar(nan, t), x);
+      const Tensor g = x.to(kGpu);
+      for (int64_t dim : {0, 1}) {
+        CHECK(same_values(max(g, dim), max(x, dim)));
+        CHECK(same_values(argmax(g, dim), argmax(x, dim)));
+        for (ReduceOp op : {ReduceOp::min, ReduceOp::argmin}) {
+          Shape keep = shape;
+          keep[size_t(dim)] = 1;
+          const DType ot = op == ReduceOp::argmin ? DType::i64 : t;
+          Tensor og = Tensor::empty(keep, ot, kGpu), oc = Tensor::empty(keep, ot);
+          backend_for(kGpu).reduce(op, g, {dim}, og);
+          backend_for(kCpu).reduce(op, x, {dim}, oc);
+          CHECK(same_values(og, oc));
+        }
+      }
+      CHECK(same_values(max(g), max(x)));
+    }
+  }
+  // max's backward scatters the gradient to the argmax (scatter_add on the GPU).
+  const Tensor x = random_tensor({6, 50}, 33, DType::f32);
+  Tensor xg = x.to(kGpu);
+  xg.requires_grad_();
+  sum(mul(max(xg, 1), 2.0)).backward();
+  const auto at = argmax(x, 1).to_vector<int64_t>();
+  std::vector<float> want(300, 0.0f);
+  for (size_t r = 0; r < 6; ++r) want[r * 50 + size_t(at[r])] = 2.0f;
+  CHECK(same_values(xg.grad(), Tensor::from_vector(want, {6, 50})));
+}
+
+// ---------------------------------------------------------------- matmul
+
+TEST_CASE("cuda: matmul through cuBLAS: layouts, batches, broadcasting, 16-bit") {
+  REQUIRE_GPU();
+  struct Case {
+    Shape a, b;
+    bool ta, tb;  // operand given as a transposed view
+  };
+  const std::vector<Case> cases = {
+      {{64, 48}, {48, 80}, false, false}, {{64, 48}, {48, 80}, true, false}, {{64, 48}, {48, 80}, false, true},
+      {{64, 48}, {48, 80}, true, true},   {{7, 33, 17}, {17, 5}, false, false}, {{4, 1, 9, 16}, {3, 16, 11}, false, true},
+      {{48}, {48, 80}, false, false},     {{64, 48}, {48}, false, false},    {{1, 48}, {48, 1}, false, false},
+      {{2, 3, 5, 8}, {2, 3, 8, 4}, true, false},
+  };
+  for (DType t : kFloatTypes) {
+    for (const auto& c : cases) {
+      INFO(std::string(dtype_name(t)), " a ", shape_str(c.a), " b ", shape_str(c.b));
+      auto make = [&](const Shape& s, bool trans, uint64_t seed) {
+        if (!trans || s.size() < 2) return random_tensor(s, seed, t);
+        Shape st = s;
+        std::swap(st[st.size() - 1], st[st.size() - 2]);
+        return random_tensor(st, seed, t).transpose(-1, -2);
+      };
+      const Tensor a = make(c.a, c.ta, 40), b = make(c.b, c.tb, 41);
+      const Tensor ag = c.ta ? a.transpose(-1, -2).contiguous().to(kGpu).transpose(-1, -2) : a.to(kGpu);
+      const Tensor bg = c.tb ? b.transpose(-1, -2).contiguous().to(kGpu).transpose(-1, -2) : b.to(kGpu);
+      CHECK(nmse(matmul(ag, bg), matmul(a, b)) <= tolerance(t));
+    }
+    // A view that is neither row- nor column-major is copied first.
+    const Tensor a = random_tensor({40, 60}, 42, t), b = random_tensor({30, 20}, 43, t);
+    const Tensor as = a.slice(0, 0, 40, 2).slice(1, 0, 60, 2), bs = b.slice(0, 0, 30, 1);
+    CHECK(nmse(matmul(a.to(kGpu).slice(0, 0, 40, 2).slice(1, 0, 60, 2), b.to(kGpu)), matmul(as, bs)) <= tolerance(t));
+    // Empty inner dim: zeros.
+    CHECK(same_values(matmul(Tensor::zeros({3, 0}, t, kGpu), Tensor::zeros({0, 4}, t, kGpu)),
+                      Tensor::zeros({3, 4}, t)));
+  }
+  // Gradients through a batched product with a broadcast weight.
+  const Tensor a = random_tensor({3, 16, 24}, 44, DType::f32), w = random_tensor({24, 8}, 45, DType::f32);
+  Tensor ac = a.clone(), wc = w.clone(), ag = a.to(kGpu), wg = w.to(kGpu);
+  for (Tensor* p : {&ac, &wc, &ag, &wg}) p->requires_grad_();
+  sum(square(matmul(ac, wc))).backward();
+  sum(square(matmul(ag, wg))).backward();
+  CHECK(nmse(ag.grad(), ac.grad()) <= 1e-7);
+  CHECK(nmse(wg.grad(), wc.grad()) <= 1e-7);
+}
+
+// ---------------------------------------------------------------- nn kernels
+
+TEST_CASE("cuda: softmax and log_softmax, forward and backward") {
+  REQUIRE_GPU();
+  for (DType t : kFloatTypes) {
+    for (const Shape& shape : {Shape{7, 1000}, Shape{3, 50257}, Shape{64, 5}, Shape{4, 33, 17}}) {
+      for (bool log : {false, true}) {
+        for (int64_t dim : {int64_t(-1), int64_t(0)}) {
+          INFO(std::string(dtype_name(t)), " shape ", shape_str(shape), std::string(log ? " log_softmax" : " softmax"), " dim ", dim);
+          Tensor x = random_tensor(shape, 50, t, 3.0);
+          if (dim == -1)  // masked entries, as causal attention makes them
+            x = masked_fill(x, gt(random_tensor(shape, 51, DType::f32), Tensor::scalar(1.0)), -INFINITY);
+          const Tensor w = random_tensor(shape, 52, t);
+          Tensor xc = x.clone(), xg = x.to(kGpu);
+          xc.requires_grad_();
+          xg.requires_grad_();
+          const Tensor yc = log ? log_softmax(xc, dim) : softmax(xc, dim);
+          const Tensor yg = log ? log_softmax(xg, dim) : softmax(xg, dim);
+          CHECK(nmse(yg, yc) <= tolerance(t));
+          // d/dy of sum(w * y) is w, finite even where y is -inf.
+          sum(mul(yc, w)).backward();
+          sum(mul(yg, w.to(kGpu))).backward();
+          CHECK(nmse(xg.grad(), xc.grad()) <= tolerance(t));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda: layer_norm forward and backward, with and without affine, deterministic") {
+  REQUIRE_GPU();
+  for (DType t : kFloatTypes) {
+    for (const Shape& shape : {Shape{300, 768}, Shape{5, 7, 33}, Shape{2, 5000}}) {
+      for (bool affine : {true, false}) {
+        INFO(std::string(dtype_name(t)), " shape ", shape_str(shape), std::string(affine ? " affine" : " plain"));
+        const int64_t D = shape.back();
+        const Tensor x = add(random_tensor(shape, 60, t, 2.0), 0.5), gy = random_tensor(shape, 61, t);
+        const Tensor w = affine ? add(random_tensor({D}, 62, t, 0.1), 1.0) : Tensor();
+        const Tensor b = affine ? random_tensor({D}, 63, t, 0.1) : Tensor();
+        auto run = [&](Device d) {
+          Tensor xd = x.to(d).detach(), wd = affine ? w.to(d).detach() : Tensor(), bd = affine ? b.to(d).detach() : Tensor();
+          xd.requires_grad_();
+          if (affine) {
+            wd.requires_grad_();
+            bd.requires_grad_();
+          }
+          const Tensor y = layer_norm(xd, wd, bd, 1e-5);
+          sum(mul(y, gy.to(d))).backward();
+          return std::vector<Tensor>{y, xd.grad(), affine ? wd.grad() : Tensor(), affine ? bd.grad() : Tensor()};
+        };
+        const auto c = run(kCpu), g = run(kGpu), g2 = run(kGpu);
+        const char* names[] = {"out", "grad x", "grad weight", "grad bias"};
+        for (size_t i = 0; i < c.size(); ++i) {
+          if (!c[i].defined()) continue;
+          INFO(std::string(names[i]));
+          CHECK(nmse(g[i], c[i]) <= tolerance(t));
+          CHECK(same_values(g[i], g2[i]));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda: embedding forward and deterministic backward, small and large buckets") {
+  REQUIRE_GPU();
+  // 5000 ids: id 7 three thousand times (a bucket the kernel rebuilds by scanning), the rest random.
+  std::vector<int64_t> ids(5000);
+  const auto r = Tensor::randint(0, 50, {5000}, 70).to_vector<int64_t>();
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = i % 5 < 3 ? 7 : r[i];
+  for (DType t : kFloatTypes) {
+    for (int64_t C : {int64_t(33), int64_t(64), int64_t(1100)}) {
+      for (DType it : {DType::i64, DType::i32}) {
+        INFO(std::string(dtype_name(t)), " dim ", C, " ids ", std::string(dtype_name(it)));
+        const Tensor idx = Tensor::from_vector(ids, {50, 100}).to(it);
+        const Tensor w = random_tensor({50, C}, 71, t), gy = random_tensor({50, 100, C}, 72, t);
+        auto run = [&](Device d) {
+          Tensor wd = w.to(d).detach();
+          wd.requires_grad_();
+          const Tensor y = embedding(wd, idx.to(d));
+          sum(mul(y, gy.to(d))).backward();
+          return std::pair{y, wd.grad()};
+        };
+        const auto [yc, gc] = run(kCpu);
+        const auto [yg, gg] = run(kGpu);
+        CHECK(same_values(yg, yc));
+        // Each row sums its positions in increasing order on both backends: the same bits.
+        if (t == DType::f32 || t == DType::f64) CHECK(same_values(gg, gc));
+        else CHECK(nmse(gg, gc) <= tolerance(t));
+        CHECK(same_values(run(kGpu).second, gg));
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda: cross_entropy forward and backward with ignore_index") {
+  REQUIRE_GPU();
+  for (DType t : kFloatTypes) {
+    for (int64_t V : {int64_t(10), int64_t(1000), int64_t(50257)}) {
+      INFO(std::string(dtype_name(t)), " classes ", V);
+      const int64_t N = V > 10000 ? 8 : 64;
+      const Tensor logits = random_tensor({N, V}, 80, t, 3.0);
+      auto tv = Tensor::randint(0, V, {N}, 81).to_vector<int64_t>();
+      for (size_t i = 0; i < tv.size(); i += 5) tv[i] = -100;
+      const Tensor targets = Tensor::from_vector(tv, {N});
+      auto run = [&](Device d) {
+        Tensor x = logits.to(d).detach();
+        x.requires_grad_();
+        const Tensor loss = cross_entropy(x, targets.to(d));
+        mul(loss, 3.0).backward();
+        return std::pair{loss, x.grad()};
+      };
+      const auto [lc, gc] = run(kCpu);
+      const auto [lg, gg] = run(kGpu);
+      CHECK(nmse(lg, lc) <= tolerance(t));
+      CHECK(nmse(gg, gc) <= tolerance(t));
+    }
+  }
+}
+
+// ---------------------------------------------------------------- indexing (against plain loops)
+
+TEST_CASE("cuda: index_select, index_add, gather, scatter_add") {
+  REQUIRE_GPU();
+  Backend& gpu = backend_for(kGpu);
+  const Tensor x = random_tensor({5, 7, 3}, 90, DType::f32);
+  const auto xv = x.to_vector<float>();
+  {  // index_select along dim 1
+    const std::vector<int32_t> iv = {6, 0, 0, 3};
+    Tensor out = Tensor::empty({5, 4, 3}, DType::f32, kGpu);
+    gpu.index_select(x.to(kGpu), 1, Tensor::from_vector(iv, {4}, kGpu), out);
+    std::vector<float> want;
+    for (int o = 0; o < 5; ++o)
+      for (int32_t j : iv)
+        for (int i = 0; i < 3; ++i) want.push_back(xv[size_t((o * 7 + j) * 3 + i)]);
+    CHECK(same_values(out, Tensor::from_vector(want, {5, 4, 3})));
+  }
+  {  // index_add along dim 1, repeated indices summed in order
+    const std::vector<int64_t> iv = {1, 6, 1, 1};
+    const Tensor src = random_tensor({5, 4, 3}, 91, DType::f32);
+    const auto sv = src.to_vector<float>();
+    Tensor out = x.to(kGpu);
+    gpu.index_add(out, 1, Tensor::from_vector(iv, {4}, kGpu), src.to(kGpu));
+    std::vector<float> want = xv;
+    for (int o = 0; o < 5; ++o)
+      for (size_t j = 0; j < iv.size(); ++j)
+        for (int i = 0; i < 3; ++i) want[size_t((o * 7 + iv[j]) * 3 + i)] += sv[size_t((o * 4 + int(j)) * 3 + i)];
+    CHECK(same_values(out, Tensor::from_vector(want, {5, 7, 3})));
+  }
+  const Tensor m = random_tensor({4, 6}, 92, DType::f32);
+  const auto mv = m.to_vector<float>();
+  const std::vector<int64_t> gi = {5, 0, 2, 2, 1, 1, 3, 4, 0, 5, 5, 5};
+  {  // gather along dim 1 (and from a transposed view)
+    Tensor out = Tensor::empty({4, 3}, DType::f32, kGpu);
+    gpu.gather(m.to(kGpu), 1, Tensor::from_vector(gi, {4, 3}, kGpu), out);
+    std::vector<float> want;
+    for (int r = 0; r < 4; ++r)
+      for (int c = 0; c < 3; ++c) want.push_back(mv[size_t(r * 6 + gi[size_t(r * 3 + c)])]);
+    CHECK(same_values(out, Tensor::from_vector(want, {4, 3})));
+    Tensor out_t = Tensor::empty({3, 4}, DType::f32, kGpu);
+    const std::vector<int64_t> gt_idx = {0, 1, 2, 3, 3, 2, 1, 0, 1, 1, 1, 1};
+    gpu.gather(m.to(kGpu).t(), 1, Tensor::from_vector(gt_idx, {3, 4}, kGpu), out_t);
+    std::vector<float> want_t;
+    for (int r = 0; r < 3; ++r)
+      for (int c = 0; c < 4; ++c) want_t.push_back(mv[size_t(gt_idx[size_t(r * 4 + c)] * 6 + r)]);
+    CHECK(same_values(out_t, Tensor::from_vector(want_t, {3, 4})));
+  }
+  {  // scatter_add along dim 1, collisions summed in order
+    const Tensor src = random_tensor({4, 3}, 93, DType::f32);
+    const auto sv = src.to_vector<float>();
+    Tensor out = m.to(kGpu);
+    gpu.scatter_add(out, 1, Tensor::from_vector(gi, {4, 3}, kGpu), src.to(kGpu));
+    std::vector<float> want = mv;
+    for (int r = 0; r < 4; ++r)
+      for (int c = 0; c < 3; ++c) want[size_t(r * 6 + gi[size_t(r * 3 + c)])] += sv[size_t(r * 3 + c)];
+    CHECK(same_values(out, Tensor::from_vector(want, {4, 6})));
+  }
+}
+
+TEST_CASE("cuda: ids and indices out of range are errors, reported at the next sync") {
+  REQUIRE_GPU();
+  const Tensor w = random_tensor({10, 4}, 95, DType::f32).to(kGpu);
+  const Tensor bad = Tensor::from_vector<int64_t>({1, 2, 10, 3}, {4}, kGpu);
+  const Tensor y = embedding(w, bad);
+  CHECK_THROWS_WITH_AS(y.to(kCpu), doctest::Contains("embedding: id 10 at flat position 2 is out of range [0, 10)"),
+                       Error);
+  CHECK(same_values(Tensor::ones({3}, DType::f32, kGpu), Tensor::ones({3})));  // the flag was cleared
+
+  const Tensor logits = random_tensor({3, 5}, 96, DType::f32).to(kGpu);
+  const Tensor loss = cross_entropy(logits, Tensor::from_vector<int64_t>({0, -100, 7}, {3}, kGpu));
+  CHECK_THROWS_WITH_AS(loss.item(), doctest::Contains("cross_entropy: target 7"), Error);
+
+  Tensor out = Tensor::empty({2}, DType::f32, kGpu);
+  backend_for(kGpu).index_select(w.select(1, 0), 0, Tensor::from_vector<int32_t>({0, -1}, {2}, kGpu), out);
+  CHECK_THROWS_WITH_AS(backend_for(kGpu).synchronize(0), doctest::Contains("index_select: index -1"), Error);
+  CHECK_NOTHROW(backend_for(kGpu).synchronize(0));
+}
+
+// ---------------------------------------------------------------- optimizer
+
+namespace {
+// PyTorch's single-tensor Adam/AdamW, element by element in f64.
+void adam_reference(std::vector<double>& p, const std::vector<double>& g, std::vector<double>& m,
+                    std::vector<double>& v, std::vector<double>& vmax, double step, const AdamParams& a) {
+  const double bc1 = 1 - std::pow(a.beta1, step), bc2 = 1 - std::pow(a.beta2, step);
+  for (size_t i = 0; i < p.size(); ++i) {
+    double gi = a.maximize ? -g[i] : g[i];
+    if (a.weight_decay != 0) {
+      if (a.decoupled_weight_decay) p[i] *= 1 - a.lr * a.weight_decay;
+      else gi += a.weight_decay * p[i];
+    }
+    m[i] += (1 - a.beta1) * (gi - m[i]);
+    v[i] = v[i] * a.beta2 + (1 - a.beta2) * gi * gi;
+    double vh = v[i];
+    if (a.amsgrad) vh = vmax[i] = std::max(vmax[i], v[i]);
+    p[i] -= a.lr / bc1 * (m[i] / (std::sqrt(vh) / std::sqrt(bc2) + a.eps));
+  }
+}
+}  // namespace
+
+TEST_CASE("cuda: adam_update matches the CPU kernel and PyTorch's Adam and AdamW") {
+  REQUIRE_GPU();
+  std::vector<AdamParams> variants(4);
+  variants[1].weight_decay = 0.1;
+  variants[2].weight_decay = 0.1;
+  variants[2].decoupled_weight_decay = true;
+  variants[3].amsgrad = true;
+  variants[3].maximize = true;
+  const std::vector<std::pair<DType, DType>> types = {
+      {DType::f32, DType::f32}, {DType::f64, DType::f64}, {DType::bf16, DType::f32}, {DType::f16, DType::f16}};
+  for (const AdamParams& a : variants) {
+    for (const auto& [t, st] : types) {
+      INFO(std::string(dtype_name(t)), " moments ", std::string(dtype_name(st)), " wd ", a.weight_decay,
+           std::string(a.decoupled_weight_decay ? " decoupled" : ""), std::string(a.amsgrad ? " amsgrad" : ""));
+      const int64_t n = 1000;
+      Tensor p = random_tensor({n}, 100, t).to(kGpu);
+      Tensor m = Tensor::zeros({n}, st, kGpu), v = Tensor::zeros({n}, st, kGpu), vm = Tensor::zeros({n}, st, kGpu);
+      Tensor pc = p.to(kCpu), mc = Tensor::zeros({n}, st), vc = Tensor::zeros({n}, st), vmc = Tensor::zeros({n}, st);
+      std::vector<double> rp = host_values(p);
+      std::vector<double> rm(static_cast<size_t>(n)), rv(static_cast<size_t>(n)), rvm(static_cast<size_t>(n));
+      for (int step = 1; step <= 3; ++step) {
+        const Tensor g = random_tensor({n}, 100 + uint64_t(step), t);
+        backend_for(kGpu).adam_update(p, g.to(kGpu), m, v, a.amsgrad ? vm : Tensor(), double(step), a);
+        backend_for(kCpu).adam_update(pc, g, mc, vc, a.amsgrad ? vmc : Tensor(), double(step), a);
+        adam_reference(rp, host_values(g), rm, rv, rvm, double(step), a);
+      }
+      // The same operations in the same order; only fused multiply-adds may differ.
+      const double tol = t == DType::f64 ? 1e-24 : t == DType::f32 ? 1e-12 : tolerance(t);
+      CHECK(nmse(p, pc) <= tol);
+      CHECK(nmse(m, mc) <= (st == DType::f64 ? 1e-24 : st == DType::f32 ? 1e-12 : tolerance(st)));
+      CHECK(nmse(v, vc) <= (st == DType::f64 ? 1e-24 : st == DType::f32 ? 1e-12 : tolerance(st)));
+      if (t == DType::f32 || t == DType::f64)
+        CHECK(nmse(p, Tensor::from_vector(rp, {n})) <= (t == DType::f32 ? 1e-12 : 1e-24));
+    }
+  }
+}
+
+TEST_CASE("cuda: fused adam_update_multi keeps step counters on the GPU and matches the CPU") {
+  REQUIRE_GPU();
+  AdamParams a;
+  a.lr = 1e-2;
+  a.weight_decay = 0.05;
+  a.decoupled_weight_decay = true;
+  const std::vector<std::pair<int64_t, DType>> specs = {
+      {1, DType::f32}, {5000, DType::f32}, {20000, DType::bf16}, {9, DType::f32}, {70000, DType::f32}};
+  std::vector<Tensor> pc, gc, mc, vc, sc, pg, gg, mg, vg, sg;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const auto [n, t] = specs[i];
+    pc.push_back(random_tensor({n}, 200 + i, t));
+    gc.push_back(random_tensor({n}, 300 + i, t));
+    mc.push_back(Tensor::zeros({n}));
+    vc.push_back(Tensor::zeros({n}));
+    sc.push_back(Tensor::zeros({1}));
+    pg.push_back(pc.back().to(kGpu));
+    gg.push_back(gc.back().to(kGpu));
+    mg.push_back(Tensor::zeros({n}, DType::f32, kGpu));
+    vg.push_back(Tensor::zeros({n}, DType::f32, kGpu));
+    sg.push_back(Tensor::zeros({1}, DType::f32, kGpu));
+  }
+  backend_for(kGpu).synchronize(0);
+  reset_transfer_stats();
+  for (int step = 0; step < 3; ++step) {
+    backend_for(kGpu).adam_update_multi(pg, gg, mg, vg, {}, sg, a);
+    backend_for(kCpu).adam_update_multi(pc, gc, mc, vc, {}, sc, a);
+  }
+  CHECK(transfer_stats() == TransferStats{});  // the fused step never talks to the host
+  for (size_t i = 0; i < specs.size(); ++i) {
+    INFO("parameter ", i);
+    CHECK(sg[i].item() == 3.0);
+    // The bias corrections come from the GPU's pow; the rest is the CPU's arithmetic.
+    CHECK(nmse(pg[i], pc[i]) <= (specs[i].second == DType::f32 ? 1e-12 : 1e-5));
+    CHECK(nmse(mg[i], mc[i]) <= 1e-12);
+  }
+  // The fused and the plain GPU paths agree.
+  Tensor p1 = random_tensor({5000}, 201, DType::f32).to(kGpu);
+  Tensor m1 = Tensor::zeros({5000}, DType::f32, kGpu), v1 = Tensor::zeros({5000}, DType::f32, kGpu);
+  for (int step = 1; step <= 3; ++step) backend_for(kGpu).adam_update(p1, gg[1], m1, v1, Tensor(), double(step), a);
+  CHECK(nmse(p1, pg[1]) <= 1e-12);
+}
+
+// ---------------------------------------------------------------- memory and transfers
+
+TEST_CASE("cuda: caching allocator statistics, reuse and empty_cache") {
+  REQUIRE_GPU();
+  Allocator& al = allocator_for(kGpu);
+  al.empty_cache();
+  const MemoryStats s0 = memory_stats(kGpu);
+  void* first = nullptr;
+  {
+    const Tensor a = Tensor::empty({1000}, DType::f32, kGpu);  // 4000 bytes -> one 4096-byte block
+    const MemoryStats s1 = memory_stats(kGpu);
+    CHECK(s1.allocated == s0.allocated + 4096);
+    CHECK(s1.num_allocs == s0.num_allocs + 1);
+    CHECK(s1.reserved >= s1.allocated);
+    CHECK(s1.peak_allocated >= s1.allocated);
+    first = a.data_ptr();
+  }
+  const MemoryStats s2 = memory_stats(kGpu);
+  CHECK(s2.allocated == s0.allocated);
+  CHECK(s2.reserved > s0.reserved);  // the segment stays cached
+  {
+    const Tensor b = Tensor::empty({1000}, DType::f32, kGpu);
+    CHECK(b.data_ptr() == first);  // the freed block is handed out again
+    CHECK(memory_stats(kGpu).reserved == s2.reserved);
+  }
+  reset_peak_memory(kGpu);
+  {
+    const Tensor big = Tensor::empty({(int64_t(4) << 20) / 4}, DType::f32, kGpu);  // 4 MiB: the large pool
+    CHECK(memory_stats(kGpu).allocated == s0.allocated + (size_t(4) << 20));
+    CHECK(memory_stats(kGpu).peak_allocated == s0.allocated + (size_t(4) << 20));
+  }
+  CHECK(memory_stats(kGpu).peak_allocated == s0.allocated + (size_t(4) << 20));
+  al.empty_cache();
+  CHECK(memory_stats(kGpu).reserved <= s2.reserved);
+  CHECK(memory_stats(kGpu).allocated == s0.allocated);
+}
+
+TEST_CASE("cuda: running out of memory is an error with the sizes, and the device keeps working") {
+  REQUIRE_GPU();
+  const int64_t n = int64_t(1) << 42;  // 16 TiB of f32
+  CHECK_THROWS_WITH_AS(Tensor::empty({n}, DType::f32, kGpu),
+                       doctest::Contains("cuda:0 out of memory: requested 17592186044416 bytes, free "), Error);
+  CHECK_THROWS_WITH_AS(Tensor::empty({n}, DType::f32, kGpu), doctest::Contains(" of total "), Error);
+  CHECK(same_values(add(Tensor::ones({5}, DType::f32, kGpu), 1.0), Tensor::full({5}, 2.0)));
+}
+
+TEST_CASE("cuda: host-device copies and syncs are counted once") {
+  REQUIRE_GPU();
+  const Tensor h = Tensor::ones({256});
+  backend_for(kGpu).synchronize(0);
+  reset_transfer_stats();
+  const Tensor g = h.to(kGpu);
+  const Tensor y = add(mul(g, 2.0), g);  // kernels move nothing across
+  TransferStats s = transfer_stats();
+  CHECK(s.host_to_device == 1);
+  CHECK(s.device_to_host == 0);
+  CHECK(s.syncs == 0);
+  CHECK(s.bytes == 1024);
+  CHECK(sum(y).item() == 768.0);
+  s = transfer_stats();
+  CHECK(s.device_to_host == 1);
+  CHECK(s.syncs == 1);
+  backend_for(kGpu).synchronize(0);
+  CHECK(transfer_stats().syncs == 2);
+  CHECK(transfer_stats().host_to_device == 1);
+}
