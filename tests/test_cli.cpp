@@ -82,3 +82,31 @@ TEST_CASE("cli: runtime errors exit 1 with one line naming the path") {
   CHECK(s.code == 1);
   CHECK(s.output.find(missing) != std::string::npos);
 }
+
+TEST_CASE("cli: train, then sample from the weights it wrote; bench prints JSON") {
+  const fs::path dir = fs::temp_directory_path() / ("lathe_test_cli_run_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "model.json") << R"({"vocab_size": 256, "block_size": 8, "n_layer": 1, "n_head": 1, "n_embd": 16})";
+  {
+    std::ofstream text(dir / "corpus.txt");
+    for (int i = 0; i < 40; ++i) text << "hello lathe. ";
+  }
+  Run t = run_lathe("train --steps 3 --threads 1 --eval-iters 1 --sample-tokens 5 --config " + (dir / "model.json").string() +
+                    " --data " + (dir / "corpus.txt").string() + " --out " + (dir / "run").string());
+  CHECK(t.code == 0);
+  CHECK(t.output.find("val loss") != std::string::npos);
+  CHECK(fs::exists(dir / "run" / "model.safetensors"));
+  CHECK(fs::exists(dir / "run" / "metrics.jsonl"));
+  CHECK(fs::exists(dir / "run" / "loss.svg"));
+
+  Run s = run_lathe("sample --tokens 7 --prompt hello --checkpoint " + (dir / "run" / "model.safetensors").string());
+  CHECK(s.code == 0);
+  CHECK(s.output.rfind("hello", 0) == 0);
+  CHECK(s.output.size() == 5 + 7 + 1);  // prompt, continuation, newline
+
+  Run b = run_lathe("bench --json --steps 1 --warmup 0 --threads 1 --config " + (dir / "model.json").string());
+  CHECK(b.code == 0);
+  CHECK(b.output.find("\"tok_per_s\"") != std::string::npos);
+  fs::remove_all(dir);
+}

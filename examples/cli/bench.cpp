@@ -1,9 +1,107 @@
-// PLACEHOLDER: replaced by the real `lathe bench`.
+// lathe bench: time GPT training steps (forward + backward + AdamW) on random tokens, as
+// ../shared/bench/gpt_torch.py does for PyTorch, so the two print comparable numbers.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "core/backend.h"
+#include "core/storage.h"
 #include "examples/cli/commands.h"
+#include "examples/lib/flops.h"
+#include "examples/lib/model_config.h"
+#include "examples/lib/system_info.h"
+#include "optim/adam.h"
 
 namespace lathe::cli {
-void add_bench_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("bench", "(not yet available)");
-  cmd->callback([] { throw Error("lathe bench is not available yet"); });
+
+namespace {
+
+struct BenchOptions {
+  std::string config = "char";
+  std::string device = "cpu";
+  int64_t steps = 10;
+  int64_t warmup = 2;
+  int64_t batch = 0;  // 0: the preset's
+  int threads = 0;
+  bool json = false;
+};
+
+void run_bench(const BenchOptions& o) {
+  if (o.steps < 1) throw UsageError("--steps must be positive, got " + std::to_string(o.steps));
+  if (o.warmup < 0) throw UsageError("--warmup must be >= 0, got " + std::to_string(o.warmup));
+  if (o.batch < 0) throw UsageError("--batch must be positive, got " + std::to_string(o.batch));
+  if (o.threads < 0) throw UsageError("--threads must be >= 0, got " + std::to_string(o.threads));
+  app::ModelChoice choice;
+  Device device;
+  try {
+    choice = app::resolve_model_config(o.config);
+    device = Device::parse(o.device);
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+  app::set_cpu_threads(o.threads);
+  const nn::GPTConfig& c = choice.config;
+  const int64_t B = o.batch > 0 ? o.batch : choice.default_batch, T = c.block_size;
+
+  nn::GPT model(c, /*seed=*/0, device);
+  // As gpt_torch.py: one group, AdamW(lr=3e-4, weight_decay=0.1).
+  optim::AdamW opt(model.parameters(), {{"lr", 3e-4}, {"weight_decay", 0.1}}, device.type == DeviceType::cuda);
+  const Tensor x = Tensor::randint(0, c.vocab_size, {B, T}, /*seed=*/1, 0, DType::i64, device);
+  const Tensor y = Tensor::randint(0, c.vocab_size, {B, T}, /*seed=*/2, 0, DType::i64, device);
+  auto step = [&] {
+    nn::GPTOutput out = model.forward(x, y);
+    opt.zero_grad();
+    out.loss.backward();
+    opt.step();
+  };
+  Backend& backend = backend_for(device);
+  for (int64_t i = 0; i < o.warmup; ++i) step();
+  backend.synchronize(device.index);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < o.steps; ++i) step();
+  backend.synchronize(device.index);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / double(o.steps);
+
+  const double tokens = double(B * T);
+  const double flops = app::training_flops_per_token(model.num_params(/*exclude_position_embeddings=*/true),
+                                                     c.n_layer, c.n_embd, T) * tokens;
+  const size_t peak_rss = app::peak_rss_bytes();
+  const size_t peak_device = memory_stats(device).peak_allocated;
+  if (o.json) {
+    nlohmann::json j = {{"config", choice.name},  {"device", device.str()},  {"params", model.num_params()},
+                        {"batch", B},             {"seq_len", T},            {"threads", app::openmp_max_threads()},
+                        {"steps", o.steps},       {"ms_per_step", seconds * 1e3}, {"tok_per_s", tokens / seconds},
+                        {"gflop_per_s", flops / seconds / 1e9}, {"peak_rss_bytes", peak_rss},
+                        {"peak_device_bytes", peak_device}, {"version", LATHE_VERSION}};
+    std::printf("%s\n", j.dump().c_str());
+    return;
+  }
+  std::printf("lathe %s config=%s params=%lld batch=%lld seq=%lld device=%s threads=%d\n", LATHE_VERSION,
+              choice.name.c_str(), (long long)model.num_params(), (long long)B, (long long)T, device.str().c_str(),
+              app::openmp_max_threads());
+  std::printf("  %.1f ms/step  %.0f tok/s  %.2f GFLOP/s  (%lld timed steps after %lld warm-up)\n", seconds * 1e3,
+              tokens / seconds, flops / seconds / 1e9, (long long)o.steps, (long long)o.warmup);
+  std::printf("  peak memory: process RSS %s, %s allocator %s\n", app::format_bytes(peak_rss).c_str(),
+              device.str().c_str(), app::format_bytes(peak_device).c_str());
 }
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("bench", "Time GPT training steps (forward, backward, AdamW) on random tokens");
+  cmd->footer(
+      "GFLOP/s counts 6 * N * tokens (N: parameters except position embeddings) plus the attention\n"
+      "products 12 * n_layer * n_embd * seq_len per token (examples/lib/flops.h).\n"
+      "Compare with: python3 ../shared/bench/gpt_torch.py bench CONFIG THREADS");
+  auto o = std::make_shared<BenchOptions>();
+  cmd->add_option("--config", o->config, "model preset (tiny, small, char, gpt2) or a JSON file")->capture_default_str();
+  cmd->add_option("--steps", o->steps, "timed steps")->capture_default_str();
+  cmd->add_option("--warmup", o->warmup, "untimed steps first")->capture_default_str();
+  cmd->add_option("--device", o->device, "cpu, sim or cuda[:N]")->capture_default_str();
+  cmd->add_option("--batch", o->batch, "sequences per step (default: the preset's: tiny 8, small 16, char 8, gpt2 4)");
+  cmd->add_option("--threads", o->threads, "CPU threads (default: OMP_NUM_THREADS or all processors)");
+  cmd->add_flag("--json", o->json, "print one JSON line");
+  cmd->callback([o] { run_bench(*o); });
+}
+
 }  // namespace lathe::cli

@@ -205,8 +205,8 @@ std::string loss_curves_svg(const LossCurves& curves) {
   os << plot.polyline(raw, kTrainColor, 1, 0.28);
   os << plot.polyline(smooth, kTrainColor, 2.2, 1);
   os << plot.polyline(val, kValColor, 2.2, 1);
-  os << plot.markers(val, kValColor);
   os << "  </g>\n";
+  os << plot.markers(val, kValColor);  // outside the clip: the last one sits on the right edge
   if (train.empty() && val.empty())
     os << "  <text x=\"" << kLeft + kPlotW / 2 << "\" y=\"" << kTop + kPlotH / 2
        << "\" font-size=\"14\" fill=\"#888\" text-anchor=\"middle\">no data yet</text>\n";

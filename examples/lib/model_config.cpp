@@ -16,19 +16,28 @@ int64_t preset_batch(const std::string& name) {
   return 8;  // tiny, char
 }
 
-bool looks_like_file(const std::string& s) {
-  return std::filesystem::exists(s) || s.find('/') != std::string::npos ||
-         (s.size() > 5 && s.compare(s.size() - 5, 5, ".json") == 0);
+bool is_preset(const std::string& s) {
+  for (const std::string& name : nn::GPTConfig::preset_names())
+    if (s == name) return true;
+  return false;
+}
+
+std::string preset_list() {
+  std::string all;
+  for (const std::string& name : nn::GPTConfig::preset_names()) all += (all.empty() ? "" : ", ") + name;
+  return all;
 }
 
 }  // namespace
 
 ModelChoice resolve_model_config(const std::string& name_or_path) {
-  if (!looks_like_file(name_or_path)) {
+  // A preset name wins over a file of the same name in the working directory.
+  if (is_preset(name_or_path))
     return {name_or_path, nn::GPTConfig::preset(name_or_path), preset_batch(name_or_path)};
-  }
+  LATHE_CHECK(std::filesystem::is_regular_file(name_or_path), "--config ", name_or_path,
+              ": neither a preset (", preset_list(), ") nor a JSON file");
   std::ifstream in(name_or_path);
-  LATHE_CHECK(in.good(), "--config ", name_or_path, ": cannot open the file (and it is not a preset name)");
+  LATHE_CHECK(in.good(), "--config ", name_or_path, ": cannot open the file");
   std::stringstream text;
   text << in.rdbuf();
   nlohmann::json j;

@@ -26,7 +26,6 @@ void validate(const TrainOptions& o) {
   LATHE_CHECK(o.ckpt_interval >= 0, "--ckpt-interval must be >= 0, got ", o.ckpt_interval);
   LATHE_CHECK(o.threads >= 0, "--threads must be >= 0, got ", o.threads);
   LATHE_CHECK(o.sample_tokens >= 0, "--sample-tokens must be >= 0, got ", o.sample_tokens);
-  LATHE_CHECK(!o.out.empty(), "--out must name a directory");
 }
 
 }  // namespace lathe::app

@@ -18,7 +18,7 @@ struct TrainOptions {
   int64_t batch = 0;           // sequences per step; 0: the preset's batch
   double lr = 1e-3;            // peak learning rate
   double min_lr = -1;          // floor of the cosine decay; < 0: lr / 10 (nanoGPT)
-  int64_t warmup = 50;         // linear warm-up steps
+  int64_t warmup = 100;        // linear warm-up steps (nanoGPT shakespeare-char)
   double weight_decay = 0.1;   // decoupled, on 2-D parameters only
   double grad_clip = 1.0;      // max global gradient norm; 0 disables
   std::string optimizer = "adamw";  // adamw | adam | sgd | prodigy
@@ -29,7 +29,7 @@ struct TrainOptions {
   int64_t eval_iters = 20;      // validation batches per evaluation
   int64_t ckpt_interval = 0;    // save weights every this many steps; 0: only at the end
   int threads = 0;              // CPU threads; 0: OpenMP's default
-  std::string out = "out";      // run directory: metrics.jsonl, loss.svg, model.safetensors
+  std::string out;              // run directory (metrics.jsonl, loss.svg, model.safetensors); "": runs/<config>
   int64_t sample_tokens = 200;  // sample printed at the end; 0: none
   double progress_seconds = 2;  // a progress line at least this often
   bool quiet = false;           // no progress lines (tests)

@@ -1,0 +1,246 @@
+#include "examples/lib/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+#include "examples/lib/loss_plot.h"
+#include "examples/lib/metrics_log.h"
+#include "examples/lib/system_info.h"
+#include "examples/lib/tokenizer.h"
+#include "examples/lib/weights_file.h"
+#include "optim/adam.h"
+#include "optim/clip.h"
+#include "optim/prodigy.h"
+#include "optim/sgd.h"
+
+namespace lathe::app {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Random streams of a run, each from its own derived seed.
+enum Stream : uint64_t { kWeights = 1, kBatches = 2, kEvaluation = 3, kSampling = 4 };
+
+// nanoGPT's configure_optimizers: every 2-D parameter (matmul weights, embeddings) decays, biases
+// and LayerNorm parameters do not.
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, const nn::GPT& model, Device device) {
+  std::vector<Tensor> decay, no_decay;
+  for (const Tensor& p : model.parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  const nlohmann::json betas = {o.beta1, o.beta2};
+  std::unique_ptr<optim::Optimizer> opt;
+  if (o.optimizer == "adamw" || o.optimizer == "adam") {
+    // The fused path runs one multi-tensor kernel per group: fewer launches on a GPU.
+    const bool fused = device.type == DeviceType::cuda;
+    const nlohmann::json defaults = {{"lr", o.lr}, {"betas", betas}};
+    if (o.optimizer == "adamw") opt = std::make_unique<optim::AdamW>(defaults, fused);
+    else opt = std::make_unique<optim::Adam>(defaults, fused);
+  } else if (o.optimizer == "sgd") {
+    opt = std::make_unique<optim::SGD>(nlohmann::json{{"lr", o.lr}, {"momentum", o.beta1}});
+  } else if (o.optimizer == "prodigy") {
+    opt = std::make_unique<optim::Prodigy>(nlohmann::json{{"lr", o.lr}, {"betas", betas}});
+  } else {
+    LATHE_FAIL("unknown optimizer \"", o.optimizer, "\" (expected adamw, adam, sgd or prodigy)");
+  }
+  opt->add_param_group(decay, {{"weight_decay", o.weight_decay}});
+  opt->add_param_group(no_decay, {{"weight_decay", 0.0}});
+  return opt;
+}
+
+std::string format_rate(double tok_per_s) {
+  char buf[32];
+  if (tok_per_s >= 1e6) std::snprintf(buf, sizeof buf, "%.2fM", tok_per_s / 1e6);
+  else if (tok_per_s >= 1e4) std::snprintf(buf, sizeof buf, "%.1fk", tok_per_s / 1e3);
+  else std::snprintf(buf, sizeof buf, "%.0f", tok_per_s);
+  return buf;
+}
+
+}  // namespace
+
+uint64_t derive_seed(uint64_t seed, uint64_t stream) {
+  // splitmix64's finaliser over (seed, stream): nearby seeds give unrelated streams.
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (stream + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
+  validate(options_);
+  if (options_.out.empty()) options_.out = "runs/" + resolve_model_config(options_.config).name;
+  set_cpu_threads(options_.threads);
+  device_ = Device::parse(options_.device);
+  state_.model_choice = resolve_model_config(options_.config);
+  const nn::GPTConfig& cfg = state_.model_choice.config;
+  LATHE_CHECK(cfg.vocab_size >= ByteTokenizer::kVocabSize, "--config ", options_.config, ": vocab_size ",
+              cfg.vocab_size, " is smaller than the byte vocabulary (256)");
+  batch_ = options_.batch > 0 ? options_.batch : state_.model_choice.default_batch;
+
+  data_ = std::make_unique<TextDataset>(TextCorpus::open(options_.data), cfg.block_size);
+
+  state_.model = std::make_unique<nn::GPT>(cfg, derive_seed(options_.seed, kWeights), device_);
+  state_.model->train(true);
+  state_.optimizer = make_optimizer(options_, *state_.model, device_);
+  // nanoGPT's schedule with lr_decay_iters = max_iters; warm-up shorter than the run.
+  const int64_t warmup = std::min(options_.warmup, options_.steps - 1);
+  state_.schedule = std::make_unique<optim::WarmupCosineLr>(options_.lr, warmup, options_.steps,
+                                                            options_.effective_min_lr());
+  state_.data_gen = Generator(derive_seed(options_.seed, kBatches), 0);
+  state_.step = 0;
+}
+
+StepResult Trainer::train_step() {
+  const auto t0 = Clock::now();
+  StepResult r;
+  nn::GPT& model = *state_.model;
+  optim::Optimizer& opt = *state_.optimizer;
+  Batch b = data_->sample(Split::train, batch_, state_.data_gen, device_);
+  nn::GPTOutput out = model.forward(b.x, b.y);
+  out.loss.backward();
+  if (options_.grad_clip > 0)
+    r.grad_norm = optim::clip_grad_norm(model.parameters(), options_.grad_clip).item();
+  r.lr = state_.schedule->lr(state_.step);
+  opt.set_lr_all(r.lr);
+  opt.step();
+  opt.zero_grad();
+  r.loss = out.loss.item();
+  LATHE_CHECK(std::isfinite(r.loss), "training diverged: the loss is ", r.loss, " at step ", state_.step + 1,
+              " (lr ", r.lr, "); try a lower --lr or a --grad-clip");
+  ++state_.step;
+  r.seconds = seconds_since(t0);
+  return r;
+}
+
+double Trainer::evaluate(Split split) {
+  NoGradGuard no_grad;
+  nn::GPT& model = *state_.model;
+  const bool was_training = model.is_training();
+  model.train(false);
+  Generator gen(derive_seed(options_.seed, kEvaluation), 0);
+  double total = 0;
+  for (int64_t i = 0; i < options_.eval_iters; ++i) {
+    Batch b = data_->sample(split, batch_, gen, device_);
+    total += model.forward(b.x, b.y).loss.item();
+  }
+  model.train(was_training);
+  const double mean = total / double(options_.eval_iters);
+  if (split == Split::val) last_val_loss_ = mean;
+  return mean;
+}
+
+void Trainer::save_weights(const std::string& path) const {
+  serialize::Metadata meta;
+  meta["step"] = std::to_string(state_.step);
+  meta["preset"] = state_.model_choice.name;
+  if (last_val_loss_ >= 0) meta["val_loss"] = std::to_string(last_val_loss_);
+  app::save_weights(path, *state_.model, meta);
+}
+
+std::string Trainer::sample(const std::string& prompt, int64_t tokens) const {
+  const ByteTokenizer tok;
+  const std::vector<int64_t> ids = tok.encode(prompt.empty() ? std::string("\n") : prompt);
+  Tensor idx = Tensor::from_vector(ids, {1, int64_t(ids.size())}, device_);
+  Tensor out = state_.model->generate(idx, tokens, 0.8, 0, derive_seed(options_.seed, kSampling));
+  return tok.decode(out.to(Device::cpu()).flatten().to_vector<int64_t>());
+}
+
+TrainSummary Trainer::run(std::FILE* log) {
+  const auto run_start = Clock::now();
+  const TrainOptions& o = options_;
+  auto say = [&](const char* fmt, auto... args) {
+    if (o.quiet || log == nullptr) return;
+    std::fprintf(log, fmt, args...);
+    std::fflush(log);
+  };
+  std::error_code ec;
+  std::filesystem::create_directories(o.out, ec);
+  LATHE_CHECK(!ec, "--out ", o.out, ": cannot create the directory: ", ec.message());
+  const std::string dir = std::filesystem::path(o.out).string();
+  MetricsLog metrics(dir + "/metrics.jsonl");
+  LossCurves curves;
+  const std::filesystem::path data_path = std::filesystem::path(o.data).lexically_normal();
+  const std::string data_name =
+      (data_path.has_filename() ? data_path : data_path.parent_path()).filename().string();
+  curves.title = "lathe train: " + state_.model_choice.name + " on " + data_name + ", " + std::to_string(o.steps) + " steps of " +
+                 std::to_string(batch_) + " x " + std::to_string(state_.model_choice.config.block_size) + " bytes";
+
+  const nn::GPTConfig& cfg = state_.model_choice.config;
+  const TextCorpus& corpus = data_->corpus();
+  say("corpus %s: %zu file%s, %s (train %zu bytes, val %zu bytes)\n", corpus.path().c_str(), corpus.file_count(),
+      corpus.file_count() == 1 ? "" : "s", format_bytes(corpus.size()).c_str(), data_->split_size(Split::train),
+      data_->split_size(Split::val));
+  say("model %s: %lld layers, %lld heads, %lld embd, block %lld, %.2fM parameters on %s\n",
+      state_.model_choice.name.c_str(), (long long)cfg.n_layer, (long long)cfg.n_head, (long long)cfg.n_embd,
+      (long long)cfg.block_size, double(state_.model->num_params()) / 1e6, device_.str().c_str());
+  say("training %lld steps of %lld x %lld tokens with %s (lr %g -> %g, warmup %lld, weight decay %g, clip %g), "
+      "%d thread%s\n",
+      (long long)o.steps, (long long)batch_, (long long)cfg.block_size, o.optimizer.c_str(), o.lr,
+      o.effective_min_lr(), (long long)std::min(o.warmup, o.steps - 1), o.weight_decay, o.grad_clip,
+      openmp_max_threads(), openmp_max_threads() == 1 ? "" : "s");
+
+  const double tokens_per_step = double(batch_) * double(cfg.block_size);
+  double train_seconds = 0;  // time in training steps only (evaluations excluded), for the ETA
+  auto last_print = Clock::now();
+  int64_t steps_since_print = 0;
+  double seconds_since_print = 0;
+  TrainSummary summary;
+
+  while (state_.step < o.steps) {
+    const StepResult r = train_step();
+    const int64_t step = state_.step;
+    train_seconds += r.seconds;
+    ++steps_since_print;
+    seconds_since_print += r.seconds;
+    summary.final_train_loss = r.loss;
+
+    nlohmann::json rec = {{"step", step}, {"loss", r.loss}, {"lr", r.lr}, {"tok_per_s", tokens_per_step / r.seconds}};
+    if (o.grad_clip > 0) rec["grad_norm"] = r.grad_norm;
+    curves.train.emplace_back(step, r.loss);
+
+    const bool last = step == o.steps;
+    if (seconds_since(last_print) >= o.progress_seconds || step == 1 || last) {
+      const double rate = tokens_per_step * double(steps_since_print) / seconds_since_print;
+      const double eta = double(o.steps - step) * train_seconds / double(step);
+      say("step %*lld/%lld | loss %.4f | lr %.2e | %s tok/s | %.0f ms/step | ETA %s\n",
+          int(std::to_string(o.steps).size()), (long long)step, (long long)o.steps,
+          r.loss, r.lr, format_rate(rate).c_str(),
+          1e3 * seconds_since_print / double(steps_since_print), format_duration(eta).c_str());
+      last_print = Clock::now();
+      steps_since_print = 0;
+      seconds_since_print = 0;
+    }
+
+    if (last || (o.eval_interval > 0 && step % o.eval_interval == 0)) {
+      const auto t0 = Clock::now();
+      const double val = evaluate(Split::val);
+      rec["val_loss"] = val;
+      curves.val.emplace_back(step, val);
+      summary.final_val_loss = val;
+      say("step %lld: val loss %.4f (%lld batches, %.1f s)\n", (long long)step, val, (long long)o.eval_iters,
+          seconds_since(t0));
+      write_loss_svg(dir + "/loss.svg", curves);
+    }
+    metrics.write(rec);
+    if (last || (o.ckpt_interval > 0 && step % o.ckpt_interval == 0)) save_weights(dir + "/model.safetensors");
+  }
+  write_loss_svg(dir + "/loss.svg", curves);
+
+  summary.steps = state_.step;
+  summary.seconds = seconds_since(run_start);
+  say("done: %lld steps in %s (%s tok/s in training steps); val loss %.4f\n", (long long)summary.steps,
+      format_duration(summary.seconds).c_str(), format_rate(tokens_per_step * double(summary.steps) / train_seconds).c_str(),
+      summary.final_val_loss);
+  say("wrote %s/model.safetensors, %s/metrics.jsonl, %s/loss.svg\n", dir.c_str(), dir.c_str(), dir.c_str());
+  if (o.sample_tokens > 0) {
+    const std::string text = sample("\n", o.sample_tokens);
+    say("---- sample (%lld bytes, temperature 0.8) ----%s\n", (long long)o.sample_tokens, text.c_str());
+  }
+  return summary;
+}
+
+}  // namespace lathe::app

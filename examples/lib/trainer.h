@@ -1,0 +1,92 @@
+// The training loop of `lathe train`: nanoGPT's train.py for a byte-level GPT.
+//
+// Everything a run is made of lives in one TrainState: the model, the optimizer (which holds its
+// param groups and state), the LR schedule, the generator that draws training batches, and the
+// step counter. A checkpoint writer and --resume need nothing else (the options are the run's
+// configuration; metrics history is in DIR/metrics.jsonl).
+//
+// One step: draw a batch, forward, backward, clip the global gradient norm, set the scheduled
+// LR, optimizer step, zero the gradients. Every eval_interval steps (and at the end) the mean
+// validation loss over eval_iters batches is measured without gradients in eval mode; its batches
+// come from a generator re-seeded for every evaluation, so evaluations compare the same windows
+// and the training batches do not depend on how often one evaluates.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/random.h"
+#include "examples/lib/data.h"
+#include "examples/lib/model_config.h"
+#include "examples/lib/train_options.h"
+#include "nn/gpt.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+
+namespace lathe::app {
+
+struct TrainState {
+  ModelChoice model_choice;
+  std::unique_ptr<nn::GPT> model;
+  std::unique_ptr<optim::Optimizer> optimizer;
+  std::unique_ptr<optim::LrSchedule> schedule;
+  Generator data_gen;  // training batches drawn so far: (seed, offset)
+  int64_t step = 0;    // optimizer steps completed
+};
+
+struct StepResult {
+  double loss = 0;       // the loss of the batch, before the update
+  double lr = 0;         // the LR the update used
+  double grad_norm = 0;  // global gradient norm before clipping (0 when clipping is off)
+  double seconds = 0;    // wall time of the step
+};
+
+struct TrainSummary {
+  int64_t steps = 0;
+  double final_train_loss = 0;  // the last step's loss
+  double final_val_loss = 0;    // the last evaluation
+  double seconds = 0;           // wall time of run()
+};
+
+// Derives independent random streams (weights, batches, evaluation, sampling) from one seed, so
+// that no two share Philox counters.
+uint64_t derive_seed(uint64_t seed, uint64_t stream);
+
+class Trainer {
+ public:
+  // Opens the corpus, builds the model on the device and the optimizer with nanoGPT's param
+  // groups (weight decay on 2-D parameters only). Throws lathe::Error naming what is wrong.
+  explicit Trainer(TrainOptions options);
+
+  TrainState& state() { return state_; }
+  const TrainOptions& options() const { return options_; }
+  const TextDataset& data() const { return *data_; }
+  int64_t batch_size() const { return batch_; }
+  Device device() const { return device_; }
+
+  StepResult train_step();
+  // Mean loss over eval_iters batches of the split (no gradients, eval mode).
+  double evaluate(Split split);
+  // model.safetensors with the config, step and last validation loss in its metadata.
+  void save_weights(const std::string& path) const;
+  // A continuation of `prompt` (bytes), `tokens` long, drawn at temperature 0.8.
+  std::string sample(const std::string& prompt, int64_t tokens) const;
+
+  // The whole run: steps until options.steps, progress lines on `log` (unless quiet),
+  // DIR/metrics.jsonl, DIR/loss.svg, DIR/model.safetensors, and a sample at the end.
+  TrainSummary run(std::FILE* log = stdout);
+
+ private:
+  TrainOptions options_;
+  Device device_;
+  int64_t batch_ = 0;
+  std::unique_ptr<TextDataset> data_;
+  TrainState state_;
+  double last_val_loss_ = -1;
+};
+
+}  // namespace lathe::app
