@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian packages lathe needs, skipping those already installed.
 #   tools/deps.sh            build + test dependencies
-#   tools/deps.sh --torch    also PyTorch (only to regenerate golden files or run the reference benchmark)
+#   tools/deps.sh --torch    also PyTorch and OpenBLAS (only to regenerate golden files or run the
+#                            reference benchmark; without OpenBLAS, Debian's torch uses the slow reference BLAS)
 set -euo pipefail
 pkgs=(cmake ninja-build g++ pkg-config libeigen3-dev doctest-dev nlohmann-json3-dev libcli11-dev
       zlib1g-dev libxxhash-dev fortunes clang libclang-rt-14-dev)
-[[ "${1:-}" == "--torch" ]] && pkgs+=(python3-torch)
+[[ "${1:-}" == "--torch" ]] && pkgs+=(python3-torch libopenblas0-pthread)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

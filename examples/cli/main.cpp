@@ -18,7 +18,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // One line, like every other lathe error; CLI11's own message names the option and the value.
+    std::fprintf(stderr, "lathe: %s (see --help)\n", e.what());
+    return 2;
   } catch (const lathe::cli::UsageError& e) {
     std::fprintf(stderr, "lathe: %s\n", e.what());
     return 2;
