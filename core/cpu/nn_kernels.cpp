@@ -28,7 +28,8 @@ Rows rows_of(const Tensor& x) {
 template <class T>
 void softmax_rows(const Tensor& x, const Tensor& out, bool log) {
   using C = typename compute_type<T>::type;
-  const auto [R, V] = rows_of(x);
+  const Rows rows = rows_of(x);
+  const int64_t R = rows.rows, V = rows.len;  // not a structured binding: clang 14 cannot capture those
   const T* px = static_cast<const T*>(x.data_ptr());
   T* py = static_cast<T*>(out.data_ptr());
   parallel_for(R, rows_per_chunk(V), [&](int64_t r0, int64_t r1) {
@@ -56,7 +57,8 @@ void softmax_rows(const Tensor& x, const Tensor& out, bool log) {
 template <class T>
 void softmax_backward_rows(const Tensor& y, const Tensor& gy, const Tensor& gx, bool log) {
   using C = typename compute_type<T>::type;
-  const auto [R, V] = rows_of(y);
+  const Rows rows = rows_of(y);
+  const int64_t R = rows.rows, V = rows.len;  // not a structured binding: clang 14 cannot capture those
   const T* py = static_cast<const T*>(y.data_ptr());
   const T* pg = static_cast<const T*>(gy.data_ptr());
   T* pgx = static_cast<T*>(gx.data_ptr());
@@ -95,7 +97,8 @@ template <class T, class S>
 void layer_norm_rows(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
                      const Tensor& out, const Tensor& mean, const Tensor& rstd) {
   using C = typename compute_type<T>::type;
-  const auto [R, D] = rows_of(x);
+  const Rows rows = rows_of(x);
+  const int64_t R = rows.rows, D = rows.len;  // not a structured binding: clang 14 cannot capture those
   const auto w = widened_or<T>(weight, D, 1.0), b = widened_or<T>(bias, D, 0.0);
   const T* px = static_cast<const T*>(x.data_ptr());
   T* py = static_cast<T*>(out.data_ptr());
@@ -127,7 +130,8 @@ void layer_norm_backward_rows(const Tensor& x, const Tensor& weight, const Tenso
                               const Tensor& rstd, const Tensor& gy, const Tensor& gx,
                               const Tensor& gweight, const Tensor& gbias) {
   using C = typename compute_type<T>::type;
-  const auto [R, D] = rows_of(x);
+  const Rows rows = rows_of(x);
+  const int64_t R = rows.rows, D = rows.len;  // not a structured binding: clang 14 cannot capture those
   const auto w = widened_or<T>(weight, D, 1.0);
   const bool want_w = gweight.defined(), want_b = gbias.defined();
   const int64_t chunk_rows = rows_per_chunk(D);
