@@ -8,6 +8,7 @@ export PATH="$PATH:/usr/local/cuda/bin"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j "$(nproc)" --target lathe
 out=runs/fortunes
+rm -rf "$out"  # a fresh demo run each time (lathe train refuses a directory that holds a run)
 ./build/examples/lathe train --data /usr/share/games/fortunes --config tiny --lr 3e-3 \
   --steps 600 --out "$out" "$@"
 ./build/examples/lathe sample --checkpoint "$out/model.safetensors" --prompt "The " --tokens 300 \

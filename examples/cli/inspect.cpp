@@ -104,6 +104,11 @@ void print_lathe_document(std::ostream& os, const json& doc) {
       print_json(os, key, *opt, 4);
     }
   }
+  if (doc.contains("parameters") && doc["parameters"].is_array()) {
+    // Each is a row of the tensor table below; here only how many.
+    os << "    parameters: " << doc["parameters"].size() << " (in the tensor table)\n";
+    shown.push_back("parameters");
+  }
   for (const auto& [k, v] : doc.items())
     if (std::find(shown.begin(), shown.end(), k) == shown.end()) print_json(os, k, v, 4);
 }

@@ -1,6 +1,10 @@
 // lathe train: train a GPT on a text corpus (bytes as tokens) and write DIR/metrics.jsonl,
 // DIR/loss.svg and DIR/model.safetensors; see examples/lib/trainer.h for the loop.
 #include "examples/cli/commands.h"
+#include <algorithm>
+#include <filesystem>
+
+#include "examples/lib/run_checkpoints.h"
 #include "examples/lib/trainer.h"
 
 namespace lathe::cli {
@@ -21,14 +25,33 @@ void run_train(app::TrainOptions o) {
   trainer.run(stdout);
 }
 
+// --resume: the checkpoint's options, with the run-management flags the user gave on top. The
+// run directory defaults to the checkpoint's directory.
+void run_resume(const app::TrainOptions& given, const std::vector<std::string>& given_keys) {
+  const serialize::TrainingCheckpoint ckpt = app::open_resume_checkpoint(given.resume);
+  app::TrainOptions o;
+  try {
+    o = app::Trainer::resume_options(ckpt, given, given_keys);
+    if (std::find(given_keys.begin(), given_keys.end(), "out") == given_keys.end())
+      o.out = std::filesystem::path(ckpt.path()).parent_path().string();
+    app::validate(o);
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+  app::Trainer trainer(std::move(o), &ckpt);
+  trainer.run(stdout);
+}
+
 }  // namespace
 
 void add_train_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("train", "Train a GPT on a text file or directory (bytes as tokens)");
   cmd->footer(
-      "Writes OUT/metrics.jsonl (one JSON object per step), OUT/loss.svg (loss curves) and\n"
-      "OUT/model.safetensors (weights + config; see `lathe sample`). Example:\n"
-      "  lathe train --config tiny --steps 600 --lr 3e-3 --out runs/tiny");
+      "Writes OUT/metrics.jsonl (one JSON object per step), OUT/loss.svg (loss curves),\n"
+      "OUT/ckpt-<step>.safetensors (the whole training state; see `lathe inspect`) and\n"
+      "OUT/model.safetensors (weights + config; see `lathe sample`). Examples:\n"
+      "  lathe train --config tiny --steps 600 --lr 3e-3 --out runs/tiny\n"
+      "  lathe train --resume runs/tiny --steps 1000     (continue the same run)");
   auto o = std::make_shared<app::TrainOptions>();
   cmd->add_option("--data", o->data, "text file or directory (read recursively, sorted by path)")
       ->capture_default_str();
@@ -49,14 +72,29 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--eval-interval", o->eval_interval, "validate every this many steps (and at the end); 0: at the end")
       ->capture_default_str();
   cmd->add_option("--eval-iters", o->eval_iters, "validation batches per evaluation")->capture_default_str();
-  cmd->add_option("--ckpt-interval", o->ckpt_interval, "also save the weights every this many steps; 0: at the end only")
+  cmd->add_option("--ckpt-interval", o->ckpt_interval, "checkpoint every this many steps; 0: at the end only")
       ->capture_default_str();
+  cmd->add_option("--keep-last", o->keep_last, "checkpoints kept in OUT (the newest)")->capture_default_str();
+  cmd->add_option("--resume", o->resume,
+                  "continue the run in DIR from its newest checkpoint (or from a checkpoint FILE) up to --steps; "
+                  "bitwise identical to a run that never stopped");
   cmd->add_option("--threads", o->threads, "CPU threads (default: OMP_NUM_THREADS or all processors)");
   cmd->add_option("--out", o->out, "run directory (default: runs/CONFIG)");
   cmd->add_option("--sample-tokens", o->sample_tokens, "bytes of the sample printed at the end; 0: none")
       ->capture_default_str();
   cmd->add_flag("--quiet", o->quiet, "no progress lines");
-  cmd->callback([o, lr] {
+  cmd->callback([o, lr, cmd] {
+    if (!o->resume.empty()) {
+      std::vector<std::string> given;  // TrainOptions JSON keys of the flags on the command line
+      for (const CLI::Option* opt : cmd->get_options()) {
+        if (opt->count() == 0 || opt->get_name().rfind("--", 0) != 0) continue;
+        std::string key = opt->get_name().substr(2);
+        std::replace(key.begin(), key.end(), '-', '_');
+        given.push_back(key);
+      }
+      run_resume(*o, given);
+      return;
+    }
     app::TrainOptions opts = *o;
     if (lr->count() == 0 && opts.optimizer == "prodigy") opts.lr = 1.0;
     run_train(std::move(opts));

@@ -24,8 +24,66 @@ void validate(const TrainOptions& o) {
   LATHE_CHECK(o.eval_interval >= 0, "--eval-interval must be >= 0, got ", o.eval_interval);
   LATHE_CHECK(o.eval_iters > 0, "--eval-iters must be positive, got ", o.eval_iters);
   LATHE_CHECK(o.ckpt_interval >= 0, "--ckpt-interval must be >= 0, got ", o.ckpt_interval);
+  LATHE_CHECK(o.keep_last >= 1, "--keep-last must be at least 1, got ", o.keep_last);
   LATHE_CHECK(o.threads >= 0, "--threads must be >= 0, got ", o.threads);
   LATHE_CHECK(o.sample_tokens >= 0, "--sample-tokens must be >= 0, got ", o.sample_tokens);
+}
+
+// One list of (key, member) drives both directions, so a new option cannot be saved but not read.
+template <class F>
+void for_each_option(TrainOptions& o, F&& f) {
+  f("data", o.data);
+  f("config", o.config);
+  f("device", o.device);
+  f("steps", o.steps);
+  f("batch", o.batch);
+  f("lr", o.lr);
+  f("min_lr", o.min_lr);
+  f("warmup", o.warmup);
+  f("weight_decay", o.weight_decay);
+  f("grad_clip", o.grad_clip);
+  f("optimizer", o.optimizer);
+  f("beta1", o.beta1);
+  f("beta2", o.beta2);
+  f("seed", o.seed);
+  f("eval_interval", o.eval_interval);
+  f("eval_iters", o.eval_iters);
+  f("ckpt_interval", o.ckpt_interval);
+  f("keep_last", o.keep_last);
+  f("threads", o.threads);
+  f("out", o.out);
+  f("sample_tokens", o.sample_tokens);
+}
+
+nlohmann::json to_json(const TrainOptions& o) {
+  nlohmann::json j = nlohmann::json::object();
+  TrainOptions copy = o;
+  for_each_option(copy, [&](const char* key, auto& value) { j[key] = value; });
+  return j;
+}
+
+TrainOptions train_options_from_json(const nlohmann::json& j) {
+  LATHE_CHECK(j.is_object(), "training options: expected a JSON object, got ", j.type_name());
+  TrainOptions o;
+  size_t known = 0;
+  for_each_option(o, [&](const char* key, auto& value) {
+    auto it = j.find(key);
+    if (it == j.end()) return;
+    ++known;
+    try {
+      it->get_to(value);
+    } catch (const nlohmann::json::exception&) {
+      LATHE_FAIL("training options: \"", key, "\" has the wrong type (", it->type_name(), ")");
+    }
+  });
+  if (known != j.size()) {
+    for (const auto& [key, value] : j.items()) {
+      bool found = false;
+      for_each_option(o, [&](const char* k, auto&) { found = found || key == k; });
+      LATHE_CHECK(found, "training options: unknown key \"", key, "\"");
+    }
+  }
+  return o;
 }
 
 }  // namespace lathe::app

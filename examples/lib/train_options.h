@@ -1,8 +1,10 @@
 // What `lathe train` is asked to do: every flag, with its default. Kept apart from the trainer so
-// the command line, the tests and a future --resume read one plain struct.
+// the command line, the tests and --resume (which reads them back from a checkpoint) share one
+// plain struct.
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace lathe::app {
@@ -27,7 +29,9 @@ struct TrainOptions {
   uint64_t seed = 1337;
   int64_t eval_interval = 100;  // evaluate every this many steps (and at the end); 0: only at the end
   int64_t eval_iters = 20;      // validation batches per evaluation
-  int64_t ckpt_interval = 0;    // save weights every this many steps; 0: only at the end
+  int64_t ckpt_interval = 0;    // checkpoint every this many steps; 0: only at the end
+  int64_t keep_last = 3;        // checkpoints kept in the run directory (the newest ones)
+  std::string resume;           // a run directory (its newest checkpoint) or a checkpoint file
   int threads = 0;              // CPU threads; 0: OpenMP's default
   std::string out;              // run directory (metrics.jsonl, loss.svg, model.safetensors); "": runs/<config>
   int64_t sample_tokens = 200;  // sample printed at the end; 0: none
@@ -36,6 +40,10 @@ struct TrainOptions {
 
   double effective_min_lr() const { return min_lr < 0 ? lr / 10 : min_lr; }
 };
+
+// The options as JSON (a checkpoint stores them) and back; unknown keys are errors.
+nlohmann::json to_json(const TrainOptions& o);
+TrainOptions train_options_from_json(const nlohmann::json& j);
 
 // Throws cli-agnostic lathe::Error with a message naming the flag when a value is out of range.
 void validate(const TrainOptions& o);

@@ -3,11 +3,13 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "examples/lib/loss_plot.h"
 #include "examples/lib/metrics_log.h"
+#include "examples/lib/run_checkpoints.h"
 #include "examples/lib/system_info.h"
 #include "examples/lib/tokenizer.h"
 #include "examples/lib/weights_file.h"
@@ -15,6 +17,7 @@
 #include "optim/clip.h"
 #include "optim/prodigy.h"
 #include "optim/sgd.h"
+#include "serialize/atomic_file.h"
 
 namespace lathe::app {
 
@@ -60,6 +63,26 @@ std::string format_rate(double tok_per_s) {
   return buf;
 }
 
+// A resumed run's metrics.jsonl: the lines up to the checkpoint's step are kept (they are the
+// uninterrupted run's), later ones (written after the checkpoint by the run that stopped) go, so
+// the file ends up equal to the uninterrupted run's. The loss curves are rebuilt from the kept
+// lines.
+void restore_metrics(const std::string& path, int64_t step, LossCurves& curves) {
+  std::ifstream in(path);
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    const nlohmann::json rec = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (rec.is_discarded() || !rec.is_object() || !rec.contains("step") || !rec["step"].is_number()) continue;
+    const int64_t s = rec["step"].get<int64_t>();
+    if (s > step) break;
+    kept += line + "\n";
+    if (rec.contains("loss")) curves.train.emplace_back(s, rec["loss"].get<double>());
+    if (rec.contains("val_loss")) curves.val.emplace_back(s, rec["val_loss"].get<double>());
+  }
+  in.close();
+  serialize::write_file_atomically(path, [&](serialize::AtomicFile& f) { f.write(kept.data(), kept.size()); });
+}
+
 }  // namespace
 
 uint64_t derive_seed(uint64_t seed, uint64_t stream) {
@@ -70,12 +93,20 @@ uint64_t derive_seed(uint64_t seed, uint64_t stream) {
   return z ^ (z >> 31);
 }
 
-Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
+Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resume) : options_(std::move(options)) {
   validate(options_);
-  if (options_.out.empty()) options_.out = "runs/" + resolve_model_config(options_.config).name;
+  if (resume) {
+    // The model is the checkpoint's, whatever --config names today (a JSON file may have changed).
+    const nlohmann::json& program = resume->program();
+    state_.model_choice.name = program.at("model_name").get<std::string>();
+    state_.model_choice.config = nn::GPTConfig::from_json(resume->model_description());
+    state_.model_choice.default_batch = program.at("batch").get<int64_t>();
+  } else {
+    state_.model_choice = resolve_model_config(options_.config);
+  }
+  if (options_.out.empty()) options_.out = "runs/" + state_.model_choice.name;
   set_cpu_threads(options_.threads);
   device_ = Device::parse(options_.device);
-  state_.model_choice = resolve_model_config(options_.config);
   const nn::GPTConfig& cfg = state_.model_choice.config;
   LATHE_CHECK(cfg.vocab_size >= ByteTokenizer::kVocabSize, "--config ", options_.config, ": vocab_size ",
               cfg.vocab_size, " is smaller than the byte vocabulary (256)");
@@ -92,6 +123,63 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
                                                             options_.effective_min_lr());
   state_.data_gen = Generator(derive_seed(options_.seed, kBatches), 0);
   state_.step = 0;
+  if (resume) restore(*resume);
+}
+
+void Trainer::restore(const serialize::TrainingCheckpoint& ckpt) {
+  const nlohmann::json& program = ckpt.program();
+  try {
+    const auto corpus_bytes = program.at("corpus_bytes").get<size_t>();
+    LATHE_CHECK(corpus_bytes == data_->corpus().size(), "the corpus ", data_->corpus().path(), " has ",
+                data_->corpus().size(), " bytes, but the run was trained on ", corpus_bytes,
+                " bytes: the data windows would differ");
+    ckpt.restore(*state_.model, *state_.optimizer);
+    const nlohmann::json& g = program.at("data_generator");
+    state_.data_gen.set_state(g.at("seed").get<uint64_t>(), g.at("offset").get<uint64_t>());
+    const nlohmann::json& d = program.at("dropout_generator");
+    state_.model->dropout_generator().set_state(d.at("seed").get<uint64_t>(), d.at("offset").get<uint64_t>());
+    last_val_loss_ = program.at("last_val_loss").get<double>();
+  } catch (const nlohmann::json::exception& e) {
+    LATHE_FAIL(ckpt.path(), ": checkpoint program state: ", e.what());
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    if (msg.rfind(ckpt.path(), 0) == 0) throw;
+    LATHE_FAIL(ckpt.path(), ": ", msg);
+  }
+  state_.step = ckpt.step();
+  LATHE_CHECK(state_.step <= options_.steps, ckpt.path(), ": the checkpoint is at step ", state_.step,
+              ", past --steps ", options_.steps);
+  resumed_ = true;
+}
+
+TrainOptions Trainer::resume_options(const serialize::TrainingCheckpoint& ckpt, const TrainOptions& given,
+                                     const std::vector<std::string>& given_keys) {
+  TrainOptions o;
+  try {
+    o = train_options_from_json(ckpt.program().at("options"));
+  } catch (const nlohmann::json::exception& e) {
+    LATHE_FAIL(ckpt.path(), ": checkpoint program state: ", e.what());
+  } catch (const Error& e) {
+    LATHE_FAIL(ckpt.path(), ": ", e.what());
+  }
+  static const std::vector<std::string> free_keys = {"steps",     "eval_interval", "eval_iters", "ckpt_interval",
+                                                     "keep_last", "threads",       "out",        "sample_tokens",
+                                                     "data"};
+  nlohmann::json stored = to_json(o), wanted = to_json(given);
+  for (const std::string& key : given_keys) {
+    if (!wanted.contains(key)) continue;
+    if (std::find(free_keys.begin(), free_keys.end(), key) != free_keys.end()) {
+      stored[key] = wanted[key];
+    } else {
+      LATHE_CHECK(stored[key] == wanted[key], "--resume: the checkpoint's run has ", key, " = ", stored[key].dump(),
+                  ", the command line asks for ", wanted[key].dump(), "; a resumed run keeps its settings");
+    }
+  }
+  TrainOptions out = train_options_from_json(stored);
+  out.quiet = given.quiet;
+  out.progress_seconds = given.progress_seconds;
+  out.resume = given.resume;
+  return out;
 }
 
 StepResult Trainer::train_step() {
@@ -141,6 +229,25 @@ void Trainer::save_weights(const std::string& path) const {
   app::save_weights(path, *state_.model, meta);
 }
 
+void Trainer::save_checkpoint(const std::string& path) const {
+  serialize::TrainingStateRef ref;
+  ref.model = state_.model.get();
+  ref.optimizer = state_.optimizer.get();
+  ref.step = state_.step;
+  ref.model_description = state_.model_choice.config.to_json();
+  ref.program = {
+      {"options", to_json(options_)},
+      {"model_name", state_.model_choice.name},
+      {"batch", batch_},
+      {"corpus_bytes", data_->corpus().size()},
+      {"data_generator", {{"seed", state_.data_gen.seed()}, {"offset", state_.data_gen.offset()}}},
+      {"dropout_generator",
+       {{"seed", state_.model->dropout_generator().seed()}, {"offset", state_.model->dropout_generator().offset()}}},
+      {"last_val_loss", last_val_loss_},
+  };
+  serialize::save_training_state(path, ref);
+}
+
 std::string Trainer::sample(const std::string& prompt, int64_t tokens) const {
   const ByteTokenizer tok;
   const std::vector<int64_t> ids = tok.encode(prompt.empty() ? std::string("\n") : prompt);
@@ -161,8 +268,15 @@ TrainSummary Trainer::run(std::FILE* log) {
   std::filesystem::create_directories(o.out, ec);
   LATHE_CHECK(!ec, "--out ", o.out, ": cannot create the directory: ", ec.message());
   const std::string dir = std::filesystem::path(o.out).string();
-  MetricsLog metrics(dir + "/metrics.jsonl");
+  if (!resumed_) {
+    // A fresh run would interleave its checkpoints with another run's and prune them.
+    const auto existing = list_checkpoints(dir);
+    LATHE_CHECK(existing.empty(), "--out ", dir, " already holds checkpoints of a run (newest ", existing.back().second,
+                "); continue it with --resume ", dir, ", or choose another --out");
+  }
   LossCurves curves;
+  if (resumed_) restore_metrics(dir + "/metrics.jsonl", state_.step, curves);
+  MetricsLog metrics(dir + "/metrics.jsonl", /*append=*/resumed_);
   const std::filesystem::path data_path = std::filesystem::path(o.data).lexically_normal();
   const std::string data_name =
       (data_path.has_filename() ? data_path : data_path.parent_path()).filename().string();
@@ -177,6 +291,7 @@ TrainSummary Trainer::run(std::FILE* log) {
   say("model %s: %lld layers, %lld heads, %lld embd, block %lld, %.2fM parameters on %s\n",
       state_.model_choice.name.c_str(), (long long)cfg.n_layer, (long long)cfg.n_head, (long long)cfg.n_embd,
       (long long)cfg.block_size, double(state_.model->num_params()) / 1e6, device_.str().c_str());
+  if (resumed_) say("resuming at step %lld of %lld\n", (long long)state_.step, (long long)o.steps);
   say("training %lld steps of %lld x %lld tokens with %s (lr %g -> %g, warmup %lld, weight decay %g, clip %g), "
       "%d thread%s\n",
       (long long)o.steps, (long long)batch_, (long long)cfg.block_size, o.optimizer.c_str(), o.lr,
@@ -185,6 +300,7 @@ TrainSummary Trainer::run(std::FILE* log) {
 
   const double tokens_per_step = double(batch_) * double(cfg.block_size);
   double train_seconds = 0;  // time in training steps only (evaluations excluded), for the ETA
+  const int64_t first_step = state_.step;  // > 0 when resumed
   auto last_print = Clock::now();
   int64_t steps_since_print = 0;
   double seconds_since_print = 0;
@@ -203,9 +319,9 @@ TrainSummary Trainer::run(std::FILE* log) {
     curves.train.emplace_back(step, r.loss);
 
     const bool last = step == o.steps;
-    if (seconds_since(last_print) >= o.progress_seconds || step == 1 || last) {
+    if (seconds_since(last_print) >= o.progress_seconds || step == first_step + 1 || last) {
       const double rate = tokens_per_step * double(steps_since_print) / seconds_since_print;
-      const double eta = double(o.steps - step) * train_seconds / double(step);
+      const double eta = double(o.steps - step) * train_seconds / double(step - first_step);
       say("step %*lld/%lld | loss %.4f | lr %.2e | %s tok/s | %.0f ms/step | ETA %s\n",
           int(std::to_string(o.steps).size()), (long long)step, (long long)o.steps,
           r.loss, r.lr, format_rate(rate).c_str(),
@@ -226,16 +342,24 @@ TrainSummary Trainer::run(std::FILE* log) {
       write_loss_svg(dir + "/loss.svg", curves);
     }
     metrics.write(rec);
-    if (last || (o.ckpt_interval > 0 && step % o.ckpt_interval == 0)) save_weights(dir + "/model.safetensors");
+    if (last || (o.ckpt_interval > 0 && step % o.ckpt_interval == 0)) {
+      // The new checkpoint is durable before any older one goes.
+      save_checkpoint(checkpoint_path(dir, step));
+      prune_checkpoints(dir, o.keep_last);
+      save_weights(dir + "/model.safetensors");
+    }
   }
   write_loss_svg(dir + "/loss.svg", curves);
 
   summary.steps = state_.step;
   summary.seconds = seconds_since(run_start);
-  say("done: %lld steps in %s (%s tok/s in training steps); val loss %.4f\n", (long long)summary.steps,
-      format_duration(summary.seconds).c_str(), format_rate(tokens_per_step * double(summary.steps) / train_seconds).c_str(),
+  const int64_t steps_run = summary.steps - first_step;
+  say("done: %lld steps in %s (%s tok/s in training steps); val loss %.4f\n", (long long)steps_run,
+      format_duration(summary.seconds).c_str(),
+      format_rate(steps_run ? tokens_per_step * double(steps_run) / train_seconds : 0.0).c_str(),
       summary.final_val_loss);
-  say("wrote %s/model.safetensors, %s/metrics.jsonl, %s/loss.svg\n", dir.c_str(), dir.c_str(), dir.c_str());
+  say("wrote %s, %s/model.safetensors, %s/metrics.jsonl, %s/loss.svg\n", checkpoint_path(dir, state_.step).c_str(),
+      dir.c_str(), dir.c_str(), dir.c_str());
   if (o.sample_tokens > 0) {
     const std::string text = sample("\n", o.sample_tokens);
     say("---- sample (%lld bytes, temperature 0.8) ----%s\n", (long long)o.sample_tokens, text.c_str());

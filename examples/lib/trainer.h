@@ -1,9 +1,10 @@
 // The training loop of `lathe train`: nanoGPT's train.py for a byte-level GPT.
 //
-// Everything a run is made of lives in one TrainState: the model, the optimizer (which holds its
-// param groups and state), the LR schedule, the generator that draws training batches, and the
-// step counter. A checkpoint writer and --resume need nothing else (the options are the run's
-// configuration; metrics history is in DIR/metrics.jsonl).
+// Everything a run is made of lives in one TrainState: the model (with its dropout generator), the
+// optimizer (which holds its param groups and state), the LR schedule (a pure function of the
+// step), the generator that draws training batches, and the step counter. A checkpoint
+// (serialize/checkpoint.h) holds exactly that plus the options, so a run resumed at step k is
+// bitwise identical to the run that never stopped: same losses, same final weights.
 //
 // One step: draw a batch, forward, backward, clip the global gradient norm, set the scheduled
 // LR, optimizer step, zero the gradients. Every eval_interval steps (and at the end) the mean
@@ -26,6 +27,7 @@
 #include "nn/gpt.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "serialize/checkpoint.h"
 
 namespace lathe::app {
 
@@ -59,8 +61,17 @@ uint64_t derive_seed(uint64_t seed, uint64_t stream);
 class Trainer {
  public:
   // Opens the corpus, builds the model on the device and the optimizer with nanoGPT's param
-  // groups (weight decay on 2-D parameters only). Throws lathe::Error naming what is wrong.
-  explicit Trainer(TrainOptions options);
+  // groups (weight decay on 2-D parameters only). With `resume`, the model config comes from the
+  // checkpoint and the whole state is restored from it (onto options.device); the options should
+  // be the checkpoint's (resume_options). Throws lathe::Error naming what is wrong.
+  explicit Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resume = nullptr);
+
+  // The options stored in `ckpt`, with the run-management flags of `given` that the user set
+  // (`given_keys`: JSON keys of TrainOptions) applied on top: steps, eval_interval, eval_iters,
+  // ckpt_interval, keep_last, threads, out, sample_tokens, quiet, data. Any other key given with a
+  // value other than the checkpoint's is an error naming it: a resumed run is the same run.
+  static TrainOptions resume_options(const serialize::TrainingCheckpoint& ckpt, const TrainOptions& given,
+                                     const std::vector<std::string>& given_keys);
 
   TrainState& state() { return state_; }
   const TrainOptions& options() const { return options_; }
@@ -73,20 +84,27 @@ class Trainer {
   double evaluate(Split split);
   // model.safetensors with the config, step and last validation loss in its metadata.
   void save_weights(const std::string& path) const;
+  // The whole training state (serialize/checkpoint.h), atomically.
+  void save_checkpoint(const std::string& path) const;
   // A continuation of `prompt` (bytes), `tokens` long, drawn at temperature 0.8.
   std::string sample(const std::string& prompt, int64_t tokens) const;
 
   // The whole run: steps until options.steps, progress lines on `log` (unless quiet),
-  // DIR/metrics.jsonl, DIR/loss.svg, DIR/model.safetensors, and a sample at the end.
+  // DIR/metrics.jsonl, DIR/loss.svg, DIR/ckpt-<step>.safetensors (every ckpt_interval steps and at
+  // the end, the last keep_last kept), DIR/model.safetensors, and a sample at the end. A resumed
+  // run first cuts metrics.jsonl back to the checkpoint's step, then appends.
   TrainSummary run(std::FILE* log = stdout);
 
  private:
+  void restore(const serialize::TrainingCheckpoint& ckpt);
+
   TrainOptions options_;
   Device device_;
   int64_t batch_ = 0;
   std::unique_ptr<TextDataset> data_;
   TrainState state_;
   double last_val_loss_ = -1;
+  bool resumed_ = false;
 };
 
 }  // namespace lathe::app

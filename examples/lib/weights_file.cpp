@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "serialize/checkpoint.h"
 
 namespace lathe::app {
 
@@ -15,7 +16,21 @@ void save_weights(const std::string& path, const nn::GPT& model, serialize::Meta
 
 LoadedModel load_weights(const std::string& path, Device device) {
   LATHE_CHECK(std::filesystem::exists(path), path, ": no such file");
-  serialize::SafetensorsFile f = serialize::read_safetensors(path, device);
+  serialize::SafetensorsFile f = serialize::read_safetensors(path, Device::cpu());
+  if (serialize::TrainingCheckpoint::is_checkpoint(f.metadata)) {
+    // A training checkpoint: its weights, without the optimizer state.
+    const serialize::TrainingCheckpoint ckpt = serialize::TrainingCheckpoint::from_file(std::move(f));
+    LoadedModel out;
+    try {
+      out.model = std::make_unique<nn::GPT>(nn::GPTConfig::from_json(ckpt.model_description()), /*seed=*/0, device);
+    } catch (const Error& e) {
+      LATHE_FAIL(path, ": checkpoint model config: ", e.what());
+    }
+    ckpt.load_weights(*out.model);
+    out.model->eval();
+    out.metadata["step"] = std::to_string(ckpt.step());
+    return out;
+  }
   auto it = f.metadata.find("config");
   LATHE_CHECK(it != f.metadata.end(), path, ": no model config in its metadata (key \"config\"); ",
               "was it written by lathe train?");

@@ -22,7 +22,8 @@ struct LoadedModel {
   std::unique_ptr<nn::GPT> model;
   serialize::Metadata metadata;
 };
-// Builds the model from the file's "config" metadata and loads its weights onto `device`. Errors
+// Builds the model from the file's "config" metadata (or, for a training checkpoint of
+// serialize/checkpoint.h, from its document) and loads its weights onto `device`. Errors
 // name the file: missing file, no config in the metadata, missing or mis-shaped tensors.
 LoadedModel load_weights(const std::string& path, Device device = Device::cpu());
 

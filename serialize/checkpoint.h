@@ -1,0 +1,99 @@
+// A whole training run in one safetensors file, restored onto any device by construction
+// (DESIGN.md, "Checkpoints").
+//
+// Tensors (any safetensors reader opens the file; PyTorch's load_file gives plain tensors):
+//   <parameter name>          the model's weights under nanoGPT's names (tied ones once, under
+//                             their first name, as Module::named_parameters lists them)
+//   optim.<state entry>       every optimizer state tensor: optim.param.<i>.<key> (per parameter,
+//                             i its number in the optimizer), optim.group.<g>.<key> (per group),
+//                             optim.global.<key>
+//   scaler.scale, scaler.growth_tracker   the loss scaler's state, when the run has one
+//
+// Metadata: "format": "pt" and, under the key "lathe", one JSON document:
+//   format_version   kCheckpointFormatVersion; a reader refuses a newer one
+//   kind             "training_state"
+//   step             optimizer steps completed
+//   model            the program's description of the model (lathe train: GPTConfig)
+//   parameters       [name, ...]: the model's parameters in order, with shape and dtype
+//   optimizer        {"kind", "fused", "params": [name of the optimizer's parameter i, ...],
+//                     "groups": Optimizer::groups_json() (parameter numbers and hyperparameters)}
+//   scaler           GradScaler options, or null when the run has no loss scaler
+//   program          the program's own state, stored verbatim (lathe train: its options, the
+//                    corpus, the data and dropout generators' (seed, offset))
+//   tensors          {name: {"checksum": XXH3-64, "dtype", "shape", "policy", "scope"}} for every tensor;
+//                    policy is the placement policy of optimizer and scaler state ("with_param",
+//                    "host", "with_group") and "parameter" for weights. Never a device.
+//
+// Restoring: the caller builds the model on the target device and the optimizer over its
+// parameters (as at the start of a run), then calls restore(). Weights are copied into the
+// parameters in place (identity kept, so the optimizer's references stay valid); every state
+// tensor is created directly where its policy puts it for where the parameters are now. There is
+// no "load, then remember to move" step.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "nn/module.h"
+#include "optim/grad_scaler.h"
+#include "optim/optimizer.h"
+#include "serialize/safetensors.h"
+
+namespace lathe::serialize {
+
+inline constexpr int kCheckpointFormatVersion = 1;
+inline constexpr const char* kCheckpointKind = "training_state";
+
+// What a checkpoint saves; the pointed-to objects are only read.
+struct TrainingStateRef {
+  const nn::Module* model = nullptr;
+  const optim::Optimizer* optimizer = nullptr;
+  const optim::GradScaler* scaler = nullptr;  // optional
+  int64_t step = 0;
+  nlohmann::json model_description;  // e.g. the GPT config
+  nlohmann::json program;            // anything else the program needs to continue
+};
+
+// Writes atomically (temporary file in the same directory, fsync, rename, fsync of the
+// directory): an error or a kill at any moment leaves an existing file at `path` as it was.
+void save_training_state(const std::string& path, const TrainingStateRef& state);
+
+// A checkpoint read and fully validated: the safetensors structure, the document (format
+// version, kind, every field above), the checksum of every tensor, and every tensor the document
+// lists. Errors name the file and what is wrong.
+class TrainingCheckpoint {
+ public:
+  static TrainingCheckpoint read(const std::string& path);
+  // The same checks on a file already read (onto the cpu).
+  static TrainingCheckpoint from_file(SafetensorsFile file);
+  // Whether a file's metadata says it is a training checkpoint (nothing validated).
+  static bool is_checkpoint(const Metadata& metadata);
+
+  const std::string& path() const { return file_.path; }
+  int64_t step() const { return step_; }
+  const nlohmann::json& document() const { return doc_; }
+  const nlohmann::json& model_description() const { return doc_.at("model"); }
+  const nlohmann::json& program() const { return doc_.at("program"); }
+  std::string optimizer_kind() const { return doc_.at("optimizer").at("kind").get<std::string>(); }
+  bool has_scaler() const { return !doc_.at("scaler").is_null(); }
+
+  // Restores weights, optimizer groups and state, and the scaler's state. Checks first that the
+  // objects fit the file (parameter names and shapes, the optimizer's kind, its parameters being
+  // the same model parameters in the same groups, a scaler exactly when the file has one); an
+  // error names the file and the mismatch. On an error the objects may be partly restored: discard
+  // them.
+  void restore(nn::Module& model, optim::Optimizer& optimizer, optim::GradScaler* scaler = nullptr) const;
+  // Only the weights (e.g. to sample from a checkpoint), with the same checks.
+  void load_weights(nn::Module& model) const;
+
+ private:
+  // The file's weights for `model`, after checking names, order and count.
+  nn::NamedTensors weights_for(const nn::Module& model) const;
+
+  SafetensorsFile file_;  // host tensors
+  nlohmann::json doc_;
+  int64_t step_ = 0;
+};
+
+}  // namespace lathe::serialize
