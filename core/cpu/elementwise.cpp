@@ -89,7 +89,7 @@ void CpuBackend::unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0
         case UnaryOp::log: return map1<T, T>(x, out, [](C v) { return std::log(v); });
         case UnaryOp::sqrt: return map1<T, T>(x, out, [](C v) { return std::sqrt(v); });
         case UnaryOp::rsqrt: return map1<T, T>(x, out, [](C v) { return C(1) / std::sqrt(v); });
-        case UnaryOp::tanh: return map1<T, T>(x, out, [](C v) { return std::tanh(v); });
+        case UnaryOp::tanh: return map1<T, T>(x, out, [](C v) { return math::tanh_of(v); });
         case UnaryOp::gelu: return map1<T, T>(x, out, [](C v) { return math::gelu(v); });
         case UnaryOp::sigmoid: return map1<T, T>(x, out, [](C v) { return math::sigmoid(v); });
         case UnaryOp::reciprocal: return map1<T, T>(x, out, [](C v) { return C(1) / v; });
