@@ -20,8 +20,11 @@ void map1(const Tensor& x, const Tensor& out, F f) {
   std::array<const Strides*, 2> st{&out.strides(), &x.strides()};
   std::array<char*, 2> base{static_cast<char*>(out.data_ptr()), static_cast<char*>(x.data_ptr())};
   std::array<int64_t, 2> elem{sizeof(TO), sizeof(TI)};
+  // flatten: `f` must inline into the loops (a call per element stops vectorisation, and GCC's
+  // inliner gives up on some of these lambdas in a function this large).
   elementwise_loop<2>(out.shape(), st, base, elem,
-                      [&](const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n) {
+                      [&](const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n)
+                          __attribute__((flatten)) {
     TO* o = reinterpret_cast<TO*>(p[0]);
     const TI* a = reinterpret_cast<const TI*>(p[1]);
     if (s[0] == 1 && s[1] == 1) {
@@ -39,7 +42,8 @@ void map2(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
                             static_cast<char*>(b.data_ptr())};
   std::array<int64_t, 3> elem{sizeof(TO), sizeof(TI), sizeof(TI)};
   elementwise_loop<3>(out.shape(), st, base, elem,
-                      [&](const std::array<char*, 3>& p, const std::array<int64_t, 3>& s, int64_t n) {
+                      [&](const std::array<char*, 3>& p, const std::array<int64_t, 3>& s, int64_t n)
+                          __attribute__((flatten)) {  // as in map1
     TO* o = reinterpret_cast<TO*>(p[0]);
     const TI* x = reinterpret_cast<const TI*>(p[1]);
     const TI* y = reinterpret_cast<const TI*>(p[2]);

@@ -25,9 +25,12 @@ namespace lathe::cpu {
 
 constexpr int64_t kLanes = 16;
 
+// The functions below must inline into the loops that call them: a call stops vectorisation.
+#define LATHE_CPU_INLINE inline __attribute__((always_inline))
+
 // exp(x) for f32: 2^n * p(r) with n = round(x / ln 2) and |r| <= ln(2) / 2. Results below
 // FLT_MIN flush to 0 (so exp(-inf) is exactly 0, as masked attention needs); above FLT_MAX is inf.
-inline float exp_f32(float x) {
+LATHE_CPU_INLINE float exp_f32(float x) {
   constexpr float kLo = -87.33654f;  // ln(FLT_MIN): below it the result would be denormal
   constexpr float kHi = 88.72283f;   // ln(FLT_MAX)
   float xc = x > kLo ? x : kLo;  // NaN maps to kLo here and is restored at the end
@@ -60,7 +63,7 @@ inline float exp_f32(float x) {
 // tanh(x) for f32, branch-free so that it vectorises (glibc's tanhf is a call into expm1f, and
 // GELU's tanh was a quarter of a GPT training step): for |x| < 0.625 Cephes' odd polynomial,
 // x + x^3 P(x^2); above, 1 - 2 / (exp(2|x|) + 1) with the sign of x. Within 2 ulp of std::tanh.
-inline float tanh_f32(float x) {
+LATHE_CPU_INLINE float tanh_f32(float x) {
   const float z = x * x;
   float p = -5.70498872745e-3f;
   p = p * z + 2.06390887954e-2f;
