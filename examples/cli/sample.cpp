@@ -58,7 +58,7 @@ void run_sample(const SampleOptions& o) {
 void add_sample_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("sample", "Generate text from weights written by `lathe train`");
   auto o = std::make_shared<SampleOptions>();
-  cmd->add_option("--checkpoint", o->checkpoint, "weights file (model.safetensors from lathe train)")->required();
+  cmd->add_option("--checkpoint", o->checkpoint, "model.safetensors or a training checkpoint (ckpt-<step>.safetensors) from lathe train")->required();
   cmd->add_option("--prompt", o->prompt, "text to continue (default: a newline)");
   cmd->add_option("--tokens", o->tokens, "bytes to generate")->capture_default_str();
   cmd->add_option("--temperature", o->temperature, "softmax temperature; 0 takes the most likely byte")
