@@ -19,8 +19,10 @@
 #include "optim/sgd.h"
 #include "serialize/checkpoint.h"
 #include "serialize/checksum.h"
+#include "tests/temp_dir.h"
 
 using namespace lathe;
+using lathe::testing::TempDir;
 using namespace lathe::optim;
 using lathe::serialize::TrainingCheckpoint;
 namespace fs = std::filesystem;
@@ -28,20 +30,6 @@ namespace fs = std::filesystem;
 namespace {
 
 const Device kSim = Device::sim(0);
-
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name) {
-    path = fs::temp_directory_path() / ("lathe_test_ckpt_" + name + "_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 nn::GPTConfig small_config() {
   nn::GPTConfig c;

@@ -10,32 +10,14 @@
 #include "core/error.h"
 #include "examples/lib/data.h"
 #include "examples/lib/tokenizer.h"
+#include "tests/temp_dir.h"
 
 using namespace lathe;
+using lathe::testing::TempDir;
 using namespace lathe::app;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A fresh directory under the system temp dir, removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name) {
-    path = fs::temp_directory_path() / ("lathe_test_data_" + name + "_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string write(const std::string& rel, const std::string& bytes) const {
-    fs::path p = path / rel;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p, std::ios::binary) << bytes;
-    return p.string();
-  }
-};
 
 std::string digits(size_t n) {
   std::string s(n, '0');

@@ -13,8 +13,10 @@
 #include "core/ops.h"
 #include "nn/gpt.h"
 #include "serialize/safetensors.h"
+#include "tests/temp_dir.h"
 
 using namespace lathe;
+using lathe::testing::TempDir;
 using namespace lathe::nn;
 namespace fs = std::filesystem;
 
@@ -73,20 +75,6 @@ std::vector<std::pair<std::string, Tensor>> run_case(const serialize::Safetensor
     if (name != "lm_head.weight" || c.find(name)) result.emplace_back("grad." + name, p.grad());
   return result;
 }
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::random_device rd;
-    path = fs::temp_directory_path() / ("lathe_gpt_" + std::to_string(rd()) + std::to_string(rd()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 // Runs `lathe ref`; returns its exit status and fills `output` with what it printed.
 int run_ref(const std::string& case_path, const std::string& out_path, const std::string& device, std::string& output,

@@ -11,27 +11,15 @@
 #include <sys/wait.h>
 
 #include "serialize/safetensors.h"
+#include "tests/temp_dir.h"
 
 using namespace lathe;
+using lathe::testing::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
 
 const std::string kGolden = LATHE_GOLDEN_DIR;
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::random_device rd;
-    path = fs::temp_directory_path() / ("lathe_optim_" + std::to_string(rd()) + std::to_string(rd()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 int run_ref(const std::string& case_path, const std::string& out_path, const std::string& device, std::string& output,
             const TempDir& dir) {

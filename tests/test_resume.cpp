@@ -20,25 +20,14 @@
 #include "examples/lib/run_checkpoints.h"
 #include "examples/lib/trainer.h"
 #include "serialize/checksum.h"
+#include "tests/temp_dir.h"
 
 using namespace lathe;
+using lathe::testing::TempDir;
 using namespace lathe::app;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name) {
-    path = fs::temp_directory_path() / ("lathe_test_resume_" + name + "_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 // A small model with dropout (so the dropout generator's state matters) on a structured text.
 TrainOptions small_run(const TempDir& d, const std::string& optimizer, const std::string& device) {

@@ -19,34 +19,14 @@
 #include "serialize/checksum.h"
 #include "serialize/safetensors.h"
 #include "serialize/weights.h"
+#include "tests/temp_dir.h"
 
 using namespace lathe;
 using namespace lathe::serialize;
 namespace fs = std::filesystem;
+using lathe::testing::TempDir;
 
 namespace {
-
-// A fresh directory under the system temp dir, removed with everything in it at scope exit.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::random_device rd;
-    path = fs::temp_directory_path() / ("lathe_st_" + std::to_string(rd()) + std::to_string(rd()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  // Every entry of the directory, to check that no temporary file is left behind.
-  std::vector<std::string> entries() const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(path)) out.push_back(e.path().filename().string());
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-};
 
 std::string read_bytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

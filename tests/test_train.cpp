@@ -12,25 +12,14 @@
 #include "examples/lib/loss_plot.h"
 #include "examples/lib/trainer.h"
 #include "examples/lib/weights_file.h"
+#include "tests/temp_dir.h"
 
 using namespace lathe;
+using lathe::testing::TempDir;
 using namespace lathe::app;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name) {
-    path = fs::temp_directory_path() / ("lathe_test_train_" + name + "_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 // A model small enough for the sanitizer build, and a text with plenty of structure to learn.
 TrainOptions small_run(const TempDir& d) {
