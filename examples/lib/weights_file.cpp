@@ -11,7 +11,7 @@ void save_weights(const std::string& path, const nn::GPT& model, serialize::Meta
   extra["format"] = kWeightsFormat;
   extra["config"] = model.config().to_json().dump();
   extra["tokenizer"] = "bytes";
-  serialize::write_safetensors(path, model.named_parameters(), extra);
+  serialize::write_safetensors(path, model.state_dict(), extra);
 }
 
 LoadedModel load_weights(const std::string& path, Device device) {

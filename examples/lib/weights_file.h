@@ -2,8 +2,10 @@
 // metadata:
 //   "format": "lathe-gpt-weights", "config": GPTConfig as JSON, "tokenizer": "bytes",
 //   plus whatever the caller adds (the trainer adds "step" and "val_loss").
-// Tensors are nanoGPT's names, the tied lm_head.weight stored once as transformer.wte.weight
-// (as Hugging Face stores tied weights), so PyTorch loads them without renaming.
+// Tensors are nanoGPT's state_dict, every name of the tied pair included (lm_head.weight and
+// transformer.wte.weight, the same values twice), so that `safetensors.torch.load_file` plus
+// nanoGPT's strict `load_state_dict` takes them as they are (tools/torch_loads_lathe.py checks it).
+// Files that store the tied weight once (as Hugging Face writes them) load too.
 #pragma once
 
 #include <memory>
