@@ -1,6 +1,7 @@
 // Training-state checkpoints (serialize/checkpoint.h): the five failures DESIGN.md lists, each as a
-// real save -> read -> restore -> continue cycle through a file, on the host-backed sim device;
-// and damaged checkpoints, each refused with an error naming the file and the fault.
+// real save -> read -> restore -> continue cycle through a file, on the host-backed sim device (and
+// on CUDA where a GPU exists); and damaged checkpoints, each refused with an error naming the file
+// and the fault.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <functional>
 #include <memory>
 
+#include "core/backend.h"
 #include "core/ops.h"
 #include "core/storage.h"
 #include "nn/gpt.h"
@@ -29,7 +31,21 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const Device kSim = Device::sim(0);
+// The accelerator-like devices to run the failure tests on: the host-backed sim device always,
+// the first GPU where this build has CUDA and the machine a GPU.
+std::vector<Device> accelerators() {
+  std::vector<Device> out = {Device::sim(0)};
+  bool gpu = false;
+  if (backend_available(DeviceType::cuda)) {
+    try {
+      gpu = backend_for(Device::cuda(0)).device_count() > 0;
+    } catch (const Error&) {
+    }
+  }
+  if (gpu) out.push_back(Device::cuda(0));
+  else MESSAGE("checkpoint failure tests: cuda skipped (no GPU); they run on sim");
+  return out;
+}
 
 nn::GPTConfig small_config() {
   nn::GPTConfig c;
@@ -135,171 +151,190 @@ std::string error_of(const std::function<void()>& f) {
 }  // namespace
 
 TEST_CASE("checkpoint failure 1: Prodigy's group state, restored, sits where its policy puts it") {
-  TempDir dir("prodigy");
-  auto make = [](nn::GPT& m) { return std::make_unique<Prodigy>(m.parameters(), nlohmann::json{{"d0", 1e-4}}); };
-  Run ref(kSim, make);
-  for (int i = 0; i < 3; ++i) ref.train_step();
-  ref.save(dir.file("p.safetensors"));
-  for (int i = 0; i < 2; ++i) ref.train_step();
+  for (const Device acc : accelerators()) {
+    INFO("device ", acc.str());
+    TempDir dir("prodigy");
+    auto make = [](nn::GPT& m) { return std::make_unique<Prodigy>(m.parameters(), nlohmann::json{{"d0", 1e-4}}); };
+    Run ref(acc, make);
+    for (int i = 0; i < 3; ++i) ref.train_step();
+    ref.save(dir.file("p.safetensors"));
+    for (int i = 0; i < 2; ++i) ref.train_step();
 
-  Run resumed(kSim, make);  // a fresh process: model built on the target device, then restore
-  resumed.restore(dir.file("p.safetensors"));
-  check_placement(*resumed.opt, kSim);
-  for (const auto& e : resumed.opt->state_entries()) {
-    if (e.scope == StateScope::group) {
-      // The plain Prodigy step reads d, d_max, ... on the host every step: its policy is host,
-      // whatever device the checkpoint was written from. Moments stay with their parameters.
-      CHECK(e.placement == Placement::host);
-      CHECK(e.dtype == DType::f64);
+    Run resumed(acc, make);  // a fresh process: model built on the target device, then restore
+    resumed.restore(dir.file("p.safetensors"));
+    check_placement(*resumed.opt, acc);
+    for (const auto& e : resumed.opt->state_entries()) {
+      if (e.scope == StateScope::group) {
+        // The plain Prodigy step reads d, d_max, ... on the host every step: its policy is host,
+        // whatever device the checkpoint was written from. Moments stay with their parameters.
+        CHECK(e.placement == Placement::host);
+        CHECK(e.dtype == DType::f64);
+      }
+      if (e.scope == StateScope::param) CHECK(e.tensor.device() == acc);
     }
-    if (e.scope == StateScope::param) CHECK(e.tensor.device() == kSim);
+    CHECK(resumed.opt->group_state_tensor(0, "d").defined());
+    for (int i = 0; i < 2; ++i) resumed.train_step();  // no device mismatch
+    check_same_state(ref, resumed);
   }
-  CHECK(resumed.opt->group_state_tensor(0, "d").defined());
-  for (int i = 0; i < 2; ++i) resumed.train_step();  // no device mismatch
-  check_same_state(ref, resumed);
 }
 
 TEST_CASE("checkpoint failure 2: state loaded before or after Module::to ends where its policy says") {
-  TempDir dir("order");
-  for (bool fused : {false, true}) {
-    INFO("fused ", fused);
-    auto make = [fused](nn::GPT& m) { return all_params_adamw(m, fused); };
-    Run ref(kSim, make);
-    for (int i = 0; i < 3; ++i) ref.train_step();
-    ref.save(dir.file("o.safetensors"));
-    for (int i = 0; i < 2; ++i) ref.train_step();
+  for (const Device acc : accelerators()) {
+    INFO("device ", acc.str());
+    TempDir dir("order");
+    for (bool fused : {false, true}) {
+      INFO("fused ", fused);
+      auto make = [fused](nn::GPT& m) { return all_params_adamw(m, fused); };
+      Run ref(acc, make);
+      for (int i = 0; i < 3; ++i) ref.train_step();
+      ref.save(dir.file("o.safetensors"));
+      for (int i = 0; i < 2; ++i) ref.train_step();
 
-    // Restore on the cpu, then move the model: the state follows at the next step.
-    Run load_then_move(Device::cpu(), make);
-    load_then_move.restore(dir.file("o.safetensors"));
-    check_placement(*load_then_move.opt, Device::cpu());
-    load_then_move.model->to(kSim);
-    for (int i = 0; i < 2; ++i) load_then_move.train_step();
-    check_placement(*load_then_move.opt, kSim);
-    check_same_state(ref, load_then_move);
+      // Restore on the cpu, then move the model: the state follows at the next step.
+      Run load_then_move(Device::cpu(), make);
+      load_then_move.restore(dir.file("o.safetensors"));
+      check_placement(*load_then_move.opt, Device::cpu());
+      load_then_move.model->to(acc);
+      for (int i = 0; i < 2; ++i) load_then_move.train_step();
+      check_placement(*load_then_move.opt, acc);
+      check_same_state(ref, load_then_move);
 
-    // Move first (optimizer created on the cpu), then restore: created on sim directly.
-    Run move_then_load(Device::cpu(), make);
-    move_then_load.model->to(kSim);
-    move_then_load.restore(dir.file("o.safetensors"));
-    check_placement(*move_then_load.opt, kSim);
-    for (int i = 0; i < 2; ++i) move_then_load.train_step();
-    check_same_state(ref, move_then_load);
+      // Move first (optimizer created on the cpu), then restore: created on sim directly.
+      Run move_then_load(Device::cpu(), make);
+      move_then_load.model->to(acc);
+      move_then_load.restore(dir.file("o.safetensors"));
+      check_placement(*move_then_load.opt, acc);
+      for (int i = 0; i < 2; ++i) move_then_load.train_step();
+      check_same_state(ref, move_then_load);
+    }
   }
 }
 
 TEST_CASE("checkpoint failure 3: resume with loss scaling and fused AdamW: no device mismatch, scaler restored") {
-  TempDir dir("scaler");
-  auto make = [](nn::GPT& m) { return all_params_adamw(m, /*fused=*/true); };
-  Run ref(kSim, make, /*with_scaler=*/true);
-  for (int i = 0; i < 4; ++i) ref.train_step();  // the first steps overflow and back off
-  CHECK(ref.scaler->get_scale() < 1e38);
-  ref.save(dir.file("s.safetensors"));
-  const double scale = ref.scaler->get_scale();
-  const int64_t tracker = ref.scaler->growth_tracker();
-  for (int i = 0; i < 3; ++i) ref.train_step();
+  for (const Device acc : accelerators()) {
+    INFO("device ", acc.str());
+    TempDir dir("scaler");
+    auto make = [](nn::GPT& m) { return all_params_adamw(m, /*fused=*/true); };
+    Run ref(acc, make, /*with_scaler=*/true);
+    for (int i = 0; i < 4; ++i) ref.train_step();  // the first steps overflow and back off
+    CHECK(ref.scaler->get_scale() < 1e38);
+    ref.save(dir.file("s.safetensors"));
+    const double scale = ref.scaler->get_scale();
+    const int64_t tracker = ref.scaler->growth_tracker();
+    for (int i = 0; i < 3; ++i) ref.train_step();
 
-  Run resumed(kSim, make, /*with_scaler=*/true);
-  resumed.restore(dir.file("s.safetensors"));
-  CHECK(resumed.scaler->get_scale() == scale);
-  CHECK(resumed.scaler->growth_tracker() == tracker);
-  for (const auto& e : resumed.scaler->state_entries()) CHECK(e.tensor.device() == Device::cpu());
-  check_placement(*resumed.opt, kSim);
-  CHECK(resumed.opt->state(0, "step").device() == kSim);  // fused: the counter lives with the parameter
-  for (int i = 0; i < 3; ++i) resumed.train_step();
-  CHECK(resumed.scaler->get_scale() == ref.scaler->get_scale());
-  check_same_state(ref, resumed);
+    Run resumed(acc, make, /*with_scaler=*/true);
+    resumed.restore(dir.file("s.safetensors"));
+    CHECK(resumed.scaler->get_scale() == scale);
+    CHECK(resumed.scaler->growth_tracker() == tracker);
+    for (const auto& e : resumed.scaler->state_entries()) CHECK(e.tensor.device() == Device::cpu());
+    check_placement(*resumed.opt, acc);
+    CHECK(resumed.opt->state(0, "step").device() == acc);  // fused: the counter lives with the parameter
+    for (int i = 0; i < 3; ++i) resumed.train_step();
+    CHECK(resumed.scaler->get_scale() == ref.scaler->get_scale());
+    check_same_state(ref, resumed);
 
-  // A run without a scaler cannot silently drop the checkpoint's scaler state.
-  Run no_scaler(kSim, make);
-  CHECK(error_of([&] { no_scaler.restore(dir.file("s.safetensors")); }).find("loss-scaler") != std::string::npos);
+    // A run without a scaler cannot silently drop the checkpoint's scaler state.
+    Run no_scaler(acc, make);
+    CHECK(error_of([&] { no_scaler.restore(dir.file("s.safetensors")); }).find("loss-scaler") != std::string::npos);
+  }
 }
 
 TEST_CASE("checkpoint failure 4: an optimizer over a subset, plus frozen parameters, tracks the same ones") {
-  TempDir dir("subset");
-  // Frozen: the position embedding. Left out of the optimizer (but trainable): LayerNorms and biases.
-  auto make = [](nn::GPT& m) {
-    std::vector<Tensor> matrices;
-    for (const auto& [name, p] : m.named_parameters())
-      if (p.dim() == 2 && name != "transformer.wpe.weight") matrices.push_back(p);
-    return std::make_unique<SGD>(matrices, nlohmann::json{{"lr", 0.1}, {"momentum", 0.9}});
-  };
-  auto freeze = [](Run& r) {
-    for (auto& [name, p] : r.model->named_parameters())
-      if (name == "transformer.wpe.weight") p.requires_grad_(false);
-  };
-  Run ref(kSim, make);
-  freeze(ref);
-  for (int i = 0; i < 2; ++i) ref.train_step();
-  ref.save(dir.file("f.safetensors"));
-  for (int i = 0; i < 2; ++i) ref.train_step();
+  for (const Device acc : accelerators()) {
+    INFO("device ", acc.str());
+    TempDir dir("subset");
+    // Frozen: the position embedding. Left out of the optimizer (but trainable): LayerNorms and biases.
+    auto make = [](nn::GPT& m) {
+      std::vector<Tensor> matrices;
+      for (const auto& [name, p] : m.named_parameters())
+        if (p.dim() == 2 && name != "transformer.wpe.weight") matrices.push_back(p);
+      return std::make_unique<SGD>(matrices, nlohmann::json{{"lr", 0.1}, {"momentum", 0.9}});
+    };
+    auto freeze = [](Run& r) {
+      for (auto& [name, p] : r.model->named_parameters())
+        if (name == "transformer.wpe.weight") p.requires_grad_(false);
+    };
+    Run ref(acc, make);
+    freeze(ref);
+    for (int i = 0; i < 2; ++i) ref.train_step();
+    ref.save(dir.file("f.safetensors"));
+    for (int i = 0; i < 2; ++i) ref.train_step();
 
-  Run resumed(kSim, make);
-  freeze(resumed);
-  const Tensor wpe_before = resumed.model->named_parameters()[1].second.clone();
-  resumed.restore(dir.file("f.safetensors"));
-  REQUIRE(resumed.opt->num_params() == ref.opt->num_params());
-  const auto named = resumed.model->named_parameters();
-  for (size_t i = 0; i < resumed.opt->num_params(); ++i) {
-    const Tensor& p = resumed.opt->param(int64_t(i));
-    bool is_matrix = false;
-    for (const auto& [name, q] : named) is_matrix |= q.id() == p.id() && q.dim() == 2 && name != "transformer.wpe.weight";
-    CHECK(is_matrix);
+    Run resumed(acc, make);
+    freeze(resumed);
+    const Tensor wpe_before = resumed.model->named_parameters()[1].second.clone();
+    resumed.restore(dir.file("f.safetensors"));
+    REQUIRE(resumed.opt->num_params() == ref.opt->num_params());
+    const auto named = resumed.model->named_parameters();
+    for (size_t i = 0; i < resumed.opt->num_params(); ++i) {
+      const Tensor& p = resumed.opt->param(int64_t(i));
+      bool is_matrix = false;
+      for (const auto& [name, q] : named) is_matrix |= q.id() == p.id() && q.dim() == 2 && name != "transformer.wpe.weight";
+      CHECK(is_matrix);
+    }
+    const auto ln_f_weight = [](Run& r) { return serialize::tensor_checksum(r.model->named_parameters().back().second); };
+    const std::string ln_f_after_restore = ln_f_weight(resumed);
+    for (int i = 0; i < 2; ++i) resumed.train_step();
+    check_same_state(ref, resumed);
+    CHECK(ln_f_weight(resumed) == ln_f_after_restore);  // trainable, has gradients, not in the optimizer
+    // The frozen and the left-out parameters never move after the restore.
+    const Tensor wpe = resumed.model->named_parameters()[1].second;
+    CHECK(serialize::tensor_checksum(wpe) == serialize::tensor_checksum(wpe_before));
+    CHECK(serialize::tensor_checksum(wpe) == serialize::tensor_checksum(ref.model->named_parameters()[1].second));
+    for (const auto& e : resumed.opt->state_entries())
+      if (e.scope == StateScope::param) CHECK(resumed.opt->param(e.index).dim() == 2);
+
+    // An optimizer rebuilt from all the module's parameters is refused, naming the mismatch.
+    Run rebuilt(acc, [](nn::GPT& m) { return std::make_unique<SGD>(m.parameters(), nlohmann::json{{"lr", 0.1}}); });
+    const std::string err = error_of([&] { rebuilt.restore(dir.file("f.safetensors")); });
+    CHECK(err.find("f.safetensors") != std::string::npos);
+    CHECK(err.find("parameters") != std::string::npos);
   }
-  const auto ln_f_weight = [](Run& r) { return serialize::tensor_checksum(r.model->named_parameters().back().second); };
-  const std::string ln_f_after_restore = ln_f_weight(resumed);
-  for (int i = 0; i < 2; ++i) resumed.train_step();
-  check_same_state(ref, resumed);
-  CHECK(ln_f_weight(resumed) == ln_f_after_restore);  // trainable, has gradients, not in the optimizer
-  // The frozen and the left-out parameters never move after the restore.
-  const Tensor wpe = resumed.model->named_parameters()[1].second;
-  CHECK(serialize::tensor_checksum(wpe) == serialize::tensor_checksum(wpe_before));
-  CHECK(serialize::tensor_checksum(wpe) == serialize::tensor_checksum(ref.model->named_parameters()[1].second));
-  for (const auto& e : resumed.opt->state_entries())
-    if (e.scope == StateScope::param) CHECK(resumed.opt->param(e.index).dim() == 2);
-
-  // An optimizer rebuilt from all the module's parameters is refused, naming the mismatch.
-  Run rebuilt(kSim, [](nn::GPT& m) { return std::make_unique<SGD>(m.parameters(), nlohmann::json{{"lr", 0.1}}); });
-  const std::string err = error_of([&] { rebuilt.restore(dir.file("f.safetensors")); });
-  CHECK(err.find("f.safetensors") != std::string::npos);
-  CHECK(err.find("parameters") != std::string::npos);
 }
 
 TEST_CASE("checkpoint failure 5: after a resume the plain Adam step counter is host state; transfers equal a fresh run's") {
-  TempDir dir("transfers");
-  auto make = [](nn::GPT& m) { return std::make_unique<Adam>(m.parameters(), nlohmann::json{{"lr", 1e-2}}); };
-  Run ref(kSim, make);
-  for (int i = 0; i < 3; ++i) ref.train_step();
-  ref.save(dir.file("t.safetensors"));
-  reset_transfer_stats();
-  ref.train_step();
-  const TransferStats fresh = transfer_stats();
+  for (const Device acc : accelerators()) {
+    INFO("device ", acc.str());
+    TempDir dir("transfers");
+    auto make = [](nn::GPT& m) { return std::make_unique<Adam>(m.parameters(), nlohmann::json{{"lr", 1e-2}}); };
+    Run ref(acc, make);
+    for (int i = 0; i < 3; ++i) ref.train_step();
+    ref.save(dir.file("t.safetensors"));
+    reset_transfer_stats();
+    ref.train_step();
+    const TransferStats fresh = transfer_stats();
 
-  Run resumed(kSim, make);
-  resumed.restore(dir.file("t.safetensors"));
-  for (size_t i = 0; i < resumed.opt->num_params(); ++i) {
-    CHECK(resumed.opt->state(int64_t(i), "step").device() == Device::cpu());
-    CHECK(resumed.opt->state(int64_t(i), "exp_avg").device() == kSim);
+    Run resumed(acc, make);
+    resumed.restore(dir.file("t.safetensors"));
+    for (size_t i = 0; i < resumed.opt->num_params(); ++i) {
+      CHECK(resumed.opt->state(int64_t(i), "step").device() == Device::cpu());
+      CHECK(resumed.opt->state(int64_t(i), "exp_avg").device() == acc);
+    }
+    reset_transfer_stats();
+    resumed.train_step();
+    CHECK(transfer_stats() == fresh);
+    check_same_state(ref, resumed);
   }
-  reset_transfer_stats();
-  resumed.train_step();
-  CHECK(transfer_stats() == fresh);
-  check_same_state(ref, resumed);
 }
 
-TEST_CASE("checkpoint: a file written from sim restores onto the cpu, and the other way") {
-  TempDir dir("devices");
-  auto make = [](nn::GPT& m) { return all_params_adamw(m, false); };
-  for (auto [from, to] : {std::pair{kSim, Device::cpu()}, std::pair{Device::cpu(), kSim}}) {
-    Run ref(from, make);
-    for (int i = 0; i < 2; ++i) ref.train_step();
-    ref.save(dir.file("d.safetensors"));
-    ref.train_step();
-    Run resumed(to, make);
-    resumed.restore(dir.file("d.safetensors"));
-    check_placement(*resumed.opt, to);
-    resumed.train_step();
-    check_same_state(ref, resumed);  // sim runs the cpu's kernels: the same bits
+TEST_CASE("checkpoint: a file written from a device restores onto the cpu, and the other way") {
+  for (const Device acc : accelerators()) {
+    INFO("device ", acc.str());
+    TempDir dir("devices");
+    auto make = [](nn::GPT& m) { return all_params_adamw(m, false); };
+    for (auto [from, to] : {std::pair{acc, Device::cpu()}, std::pair{Device::cpu(), acc}}) {
+      Run ref(from, make);
+      for (int i = 0; i < 2; ++i) ref.train_step();
+      ref.save(dir.file("d.safetensors"));
+      ref.train_step();
+      Run resumed(to, make);
+      resumed.restore(dir.file("d.safetensors"));
+      check_placement(*resumed.opt, to);
+      resumed.train_step();
+      // sim runs the cpu's kernels: the same bits. CUDA's kernels round differently from the cpu's.
+      if (acc.type == DeviceType::sim) check_same_state(ref, resumed);
+    }
   }
 }
 
