@@ -209,7 +209,7 @@ TEST_CASE("resume: killing lathe train at any moment leaves every checkpoint who
                           o.config + " --out " + dir.string();
   const std::string resume_cmd = std::string(LATHE_CLI_PATH) + " train --quiet --resume " + dir.string();
   bool first = true;
-  for (int delay_ms : {300, 170, 260, 370}) {
+  for (int delay_ms : {130, 170, 260, 370}) {
     INFO("killed after ", delay_ms, " ms");
     const std::string line = "exec " + (first ? cmd : resume_cmd) + " >/dev/null 2>&1";
     first = false;
@@ -219,6 +219,9 @@ TEST_CASE("resume: killing lathe train at any moment leaves every checkpoint who
       ::execl("/bin/sh", "sh", "-c", line.c_str(), (char*)nullptr);
       ::_exit(127);
     }
+    // Let the run write its first checkpoint (slow under the sanitizers), then kill it mid-run.
+    for (int i = 0; i < 400 && list_checkpoints(dir.string()).empty(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
     ::kill(pid, SIGKILL);
     int status = 0;
@@ -235,4 +238,6 @@ TEST_CASE("resume: killing lathe train at any moment leaves every checkpoint who
   given.steps = ckpts.back().first + 1;
   resume(dir, {"steps"}, given);
   CHECK(list_checkpoints(dir.string()).back().first == ckpts.back().first + 1);
+  for (const auto& e : fs::directory_iterator(dir))  // the killed writers' temporary files are gone
+    CHECK(e.path().filename().string().find(".tmp-") == std::string::npos);
 }

@@ -1,6 +1,9 @@
 #include "examples/lib/run_checkpoints.h"
 
+#include <signal.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <regex>
@@ -36,6 +39,18 @@ void prune_checkpoints(const std::string& dir, int64_t keep) {
   for (size_t i = 0; i + size_t(keep) < all.size(); ++i) {
     std::error_code ec;
     fs::remove(all[i].second, ec);  // a checkpoint that cannot be removed is only wasted space
+  }
+  // The temporary files of atomic writes that were killed (checkpoints, model.safetensors,
+  // metrics.jsonl, loss.svg; serialize/atomic_file.cpp names them .<name>.tmp-<pid>-...): removed
+  // once their process is gone, never while a live writer owns one.
+  static const std::regex leftover(R"(\..+\.tmp-(\d+)-\d+-[0-9a-f]+-\d+)");
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    std::smatch m;
+    const std::string name = entry.path().filename().string();
+    if (!std::regex_match(name, m, leftover)) continue;
+    const pid_t pid = pid_t(std::stoll(m[1].str()));
+    if (::kill(pid, 0) != 0 && errno == ESRCH) fs::remove(entry.path(), ec);
   }
 }
 

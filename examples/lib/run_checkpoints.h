@@ -21,7 +21,7 @@ std::string checkpoint_path(const std::string& dir, int64_t step);
 // (step, path) of every file named like a checkpoint in `dir`, oldest first.
 std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& dir);
 
-// Deletes all but the newest `keep` checkpoints of `dir`.
+// Deletes all but the newest `keep` checkpoints of `dir`, and temporary files left by killed writers.
 void prune_checkpoints(const std::string& dir, int64_t keep);
 
 // The checkpoint to resume from: `dir_or_file` itself when it is a file, else the newest
