@@ -160,6 +160,19 @@ TEST_CASE("resume: more steps continue the run; changed settings are refused by 
   CHECK(err.find("0.5") != std::string::npos);
 }
 
+TEST_CASE("resume: a run saved on the cpu continues on the sim device, by policy, with the same bits") {
+  TempDir d("device");
+  TrainOptions o = small_run(d, "adamw", "cpu");
+  Trainer(o).run(nullptr);
+  const fs::path full = o.out, part = d.path / "part";
+  fs::create_directories(part);
+  fs::copy_file(checkpoint_path(full.string(), 8), checkpoint_path(part.string(), 8));
+  TrainOptions given;
+  given.device = "sim";
+  resume(part, {"device"}, given);
+  CHECK(tensor_sums(checkpoint_path(full.string(), 12)) == tensor_sums(checkpoint_path(part.string(), 12)));
+}
+
 TEST_CASE("resume: a failed resume changes no file") {
   TempDir d("failed");
   TrainOptions o = small_run(d, "adamw", "cpu");

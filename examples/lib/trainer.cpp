@@ -1,5 +1,6 @@
 #include "examples/lib/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -162,9 +163,11 @@ TrainOptions Trainer::resume_options(const serialize::TrainingCheckpoint& ckpt, 
   } catch (const Error& e) {
     LATHE_FAIL(ckpt.path(), ": ", e.what());
   }
-  static const std::vector<std::string> free_keys = {"steps",     "eval_interval", "eval_iters", "ckpt_interval",
-                                                     "keep_last", "threads",       "out",        "sample_tokens",
-                                                     "data"};
+  // What may change: how long and where the run goes on, not what it computes. (A new device or
+  // thread count restores the same state, by policy, but need not give the same bits.)
+  static const std::vector<std::string> free_keys = {"steps",   "eval_interval", "eval_iters",    "ckpt_interval",
+                                                     "keep_last", "threads",     "device",        "out",
+                                                     "sample_tokens", "data"};
   nlohmann::json stored = to_json(o), wanted = to_json(given);
   for (const std::string& key : given_keys) {
     if (!wanted.contains(key)) continue;

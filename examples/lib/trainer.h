@@ -68,7 +68,7 @@ class Trainer {
 
   // The options stored in `ckpt`, with the run-management flags of `given` that the user set
   // (`given_keys`: JSON keys of TrainOptions) applied on top: steps, eval_interval, eval_iters,
-  // ckpt_interval, keep_last, threads, out, sample_tokens, quiet, data. Any other key given with a
+  // ckpt_interval, keep_last, threads, device, out, sample_tokens, quiet, data. Any other key given with a
   // value other than the checkpoint's is an error naming it: a resumed run is the same run.
   static TrainOptions resume_options(const serialize::TrainingCheckpoint& ckpt, const TrainOptions& given,
                                      const std::vector<std::string>& given_keys);
