@@ -84,7 +84,7 @@ TEST_CASE("cli: runtime errors exit 1 with one line naming the path") {
   CHECK(s.output.find(missing) != std::string::npos);
 }
 
-TEST_CASE("cli: train, then sample from the weights it wrote; bench prints JSON") {
+TEST_CASE("cli: train, then sample from the weights it wrote; bench prints JSON; inspect and resume a checkpoint") {
   const fs::path dir = fs::temp_directory_path() / ("lathe_test_cli_run_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -109,5 +109,34 @@ TEST_CASE("cli: train, then sample from the weights it wrote; bench prints JSON"
   Run b = run_lathe("bench --json --steps 1 --warmup 0 --threads 1 --config " + (dir / "model.json").string());
   CHECK(b.code == 0);
   CHECK(b.output.find("\"tok_per_s\"") != std::string::npos);
+
+  // The training checkpoint: inspect shows what the checkpoint issue asks for and verifies it.
+  const std::string ckpt = (dir / "run" / "ckpt-00000003.safetensors").string();
+  Run i = run_lathe("inspect " + ckpt);
+  CHECK(i.code == 0);
+  for (const char* want : {"format version 1", "kind training_state", "step: 3", "model: ", "n_embd=16",
+                           "optimizer: adamw, 2 groups", "weight_decay=0.1", "optim.param.0.exp_avg", "policy with_param",
+                           "optim.param.0.step", "policy host", "transformer.wte.weight", "F32", "[256, 16]", "ok"}) {
+    CAPTURE(want);
+    CHECK(i.output.find(want) != std::string::npos);
+  }
+  CHECK(run_lathe("sample --tokens 3 --checkpoint " + ckpt).code == 0);
+  // Changing what the run computes is a usage error naming the setting.
+  Run lr = run_lathe("train --resume " + (dir / "run").string() + " --lr 0.5");
+  CHECK(lr.code == 2);
+  CHECK(lr.output.find("lr") != std::string::npos);
+  // A flipped data byte: inspect names the tensor and fails; --resume refuses the file and writes nothing.
+  {
+    std::fstream f(ckpt, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-2, std::ios::end);
+    f.put('\x55');
+  }
+  Run bad = run_lathe("inspect " + ckpt);
+  CHECK(bad.code == 1);
+  CHECK(bad.output.find("checksum") != std::string::npos);
+  Run r = run_lathe("train --resume " + (dir / "run").string() + " --steps 5");
+  CHECK(r.code == 1);
+  CHECK(r.output.find(ckpt) != std::string::npos);
+  CHECK(!fs::exists(dir / "run" / "ckpt-00000005.safetensors"));
   fs::remove_all(dir);
 }
