@@ -26,16 +26,6 @@ namespace {
 
 constexpr const char* K = "case kind \"train\": ";
 
-Tensor step_tokens(const serialize::SafetensorsFile& c, const std::string& name, const nn::GPT& model, Device device) {
-  const Tensor* t = c.find(name);
-  LATHE_CHECK(t != nullptr, K, "missing tensor \"", name, "\"");
-  LATHE_CHECK(t->dtype() == DType::i64 || t->dtype() == DType::i32, K, "\"", name,
-              "\" must hold i64 or i32 token ids, got ", t->desc());
-  LATHE_CHECK(t->dim() == 2, K, "\"", name, "\" must be [B, T], got ", t->desc());
-  model.check_token_ids(name.c_str(), t->to(Device::cpu()));
-  return t->to(DType::i64).to(device);
-}
-
 std::unique_ptr<optim::Optimizer> make_optimizer(const nlohmann::json& spec, const nn::GPT& model) {
   LATHE_CHECK(spec.is_object() && spec.contains("name") && spec["name"].is_string(), K,
               "\"optimizer\" must be an object with a \"name\" (sgd, adam, adamw or prodigy)");
@@ -62,7 +52,6 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const nlohmann::json& spec, con
 }  // namespace
 
 RefOutput run_ref_train(const serialize::SafetensorsFile& c, const nlohmann::json& spec, Device device) {
-  LATHE_CHECK(spec.contains("config"), K, "the case document has no \"config\"");
   LATHE_CHECK(spec.contains("steps") && spec["steps"].is_number_integer() && spec["steps"].get<int64_t>() >= 1, K,
               "the case document needs \"steps\" (an integer >= 1)");
   LATHE_CHECK(spec.contains("optimizer"), K, "the case document has no \"optimizer\"");
@@ -70,38 +59,20 @@ RefOutput run_ref_train(const serialize::SafetensorsFile& c, const nlohmann::jso
   const double grad_clip = spec.value("grad_clip", 0.0);
   LATHE_CHECK(grad_clip >= 0, K, "invalid grad_clip = ", grad_clip, " (must be >= 0; 0 = no clipping)");
 
-  nn::GPTConfig config = nn::GPTConfig::from_json(spec["config"]);
-  config.dropout = 0.0;
-  nn::GPT model(config, /*seed=*/0, device);
-
-  // Every parameter under its nanoGPT name (lm_head.weight optional: it is wte), idx.<t> and
-  // targets.<t>; anything else is an error.
-  nn::NamedTensors weights;
-  std::vector<std::string> missing;
-  for (const auto& [name, p] : model.state_dict()) {
-    if (const Tensor* t = c.find(name)) weights.emplace_back(name, *t);
-    else if (name != "lm_head.weight") missing.push_back(name);
-  }
-  if (!missing.empty()) {
-    std::string all;
-    for (const auto& m : missing) all += (all.empty() ? "\"" : ", \"") + m + "\"";
-    LATHE_FAIL(K, "missing parameter tensor", missing.size() > 1 ? "s " : " ", all);
-  }
-  for (const auto& [name, t] : c.tensors) {
-    bool known = false;
-    for (const auto& [n, _] : weights) known = known || n == name;
-    for (int64_t s = 0; s < steps && !known; ++s)
-      known = name == "idx." + std::to_string(s) || name == "targets." + std::to_string(s);
-    LATHE_CHECK(known, K, "unexpected tensor \"", name, "\" (not a parameter of this config, nor idx.<t> / targets.<t> for t < ",
-                steps, ")");
-  }
-  model.load_state_dict(weights, /*strict=*/true);
+  auto is_step_input = [steps](const std::string& name) {
+    for (int64_t s = 0; s < steps; ++s)
+      if (name == "idx." + std::to_string(s) || name == "targets." + std::to_string(s)) return true;
+    return false;
+  };
+  auto model_ptr = case_gpt(c, spec, device, "train", is_step_input,
+                            "idx.<t> / targets.<t> for t < " + std::to_string(steps));
+  nn::GPT& model = *model_ptr;
   model.train();
 
   std::vector<Tensor> idx, targets;
   for (int64_t s = 0; s < steps; ++s) {
-    idx.push_back(step_tokens(c, "idx." + std::to_string(s), model, device));
-    targets.push_back(step_tokens(c, "targets." + std::to_string(s), model, device));
+    idx.push_back(case_tokens(c, "idx." + std::to_string(s), model, device, "train"));
+    targets.push_back(case_tokens(c, "targets." + std::to_string(s), model, device, "train"));
     LATHE_CHECK(targets.back().shape() == idx.back().shape(), K, "targets.", s, " ",
                 shape_str(targets.back().shape()), " must have the shape of idx.", s, " ", shape_str(idx.back().shape()));
   }

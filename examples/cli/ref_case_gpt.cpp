@@ -1,0 +1,48 @@
+// What the "gpt" and "train" case kinds share: the model with the case's weights, and token ids.
+#include "examples/cli/commands.h"
+
+namespace lathe::cli {
+
+std::unique_ptr<nn::GPT> case_gpt(const serialize::SafetensorsFile& c, const nlohmann::json& spec, Device device,
+                                  const std::string& kind, const std::function<bool(const std::string&)>& is_input,
+                                  const std::string& inputs) {
+  const std::string K = "case kind \"" + kind + "\": ";
+  LATHE_CHECK(spec.contains("config"), K, "the case document has no \"config\"");
+  nn::GPTConfig config = nn::GPTConfig::from_json(spec["config"]);
+  config.dropout = 0.0;
+  auto model = std::make_unique<nn::GPT>(config, /*seed=*/0, device);
+
+  // Every parameter under its nanoGPT name; lm_head.weight may repeat wte (load_state_dict checks
+  // that the two are equal). Anything else in the case is an error, not silently ignored.
+  nn::NamedTensors weights;
+  std::vector<std::string> missing;
+  for (const auto& [name, p] : model->state_dict()) {
+    if (const Tensor* t = c.find(name)) weights.emplace_back(name, *t);
+    else if (name != "lm_head.weight") missing.push_back(name);
+  }
+  if (!missing.empty()) {
+    std::string all;
+    for (const auto& m : missing) all += (all.empty() ? "\"" : ", \"") + m + "\"";
+    LATHE_FAIL(K, "missing parameter tensor", missing.size() > 1 ? "s " : " ", all);
+  }
+  for (const auto& [name, t] : c.tensors) {
+    bool known = is_input(name);
+    for (const auto& [n, _] : weights) known = known || n == name;
+    LATHE_CHECK(known, K, "unexpected tensor \"", name, "\" (not a parameter of this config, nor ", inputs, ")");
+  }
+  model->load_state_dict(weights, /*strict=*/true);
+  return model;
+}
+
+Tensor case_tokens(const serialize::SafetensorsFile& c, const std::string& name, const nn::GPT& model, Device device,
+                   const std::string& kind) {
+  const Tensor* t = c.find(name);
+  LATHE_CHECK(t != nullptr, "case kind \"", kind, "\": missing tensor \"", name, "\"");
+  LATHE_CHECK(t->dtype() == DType::i64 || t->dtype() == DType::i32, "case kind \"", kind, "\": \"", name,
+              "\" must hold i64 or i32 token ids, got ", t->desc());
+  LATHE_CHECK(t->dim() == 2, "case kind \"", kind, "\": \"", name, "\" must be [B, T], got ", t->desc());
+  model.check_token_ids(name.c_str(), t->to(Device::cpu()));  // on the host, where reading ids costs nothing
+  return t->to(DType::i64).to(device);
+}
+
+}  // namespace lathe::cli
