@@ -6,7 +6,9 @@
 #   tools/gpu_check.sh [doctest options]     e.g. tools/gpu_check.sh -tc="cuda: matmul*"
 # Environment: LATHE_DEPS (default .deps), LATHE_GPU_BUILD (default build-gpu),
 #              LATHE_CUDA_ARCHITECTURES (default 90, the H100/H200), LATHE_GPU_ALL=1 also runs
-#              every other test with the CUDA backend compiled in.
+#              every other test with the CUDA backend compiled in, LATHE_GPU_BENCH=1 also times
+#              `lathe bench --config gpt2 --device cuda` against PyTorch eager on the same GPU
+#              (tools/torch_bench_device.py; needs PyTorch with CUDA).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 deps="$(realpath -m "${LATHE_DEPS:-.deps}")"
@@ -26,11 +28,20 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLATHE_CUDA=ON \
   -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" -DLATHE_CUDA_ARCHITECTURES="${LATHE_CUDA_ARCHITECTURES:-90}" \
   -DCMAKE_PREFIX_PATH="$deps" -DCMAKE_INCLUDE_PATH="$deps/include" -DCMAKE_LIBRARY_PATH="$deps/lib" \
   "${launcher[@]}" >/dev/null
-cmake --build "$build" -j "$(nproc)" --target lathe_tests
+cmake --build "$build" -j "$(nproc)" --target lathe_tests lathe
 
 # Skipping is a failure here: this script exists to run the GPU tests.
 export LATHE_REQUIRE_GPU=1
 "$build/tests/lathe_tests" -tc="cuda*" "$@"
 if [[ "${LATHE_GPU_ALL:-0}" == 1 ]]; then
   "$build/tests/lathe_tests" -tce="cuda*,cli*"
+fi
+if [[ "${LATHE_GPU_BENCH:-0}" == 1 ]]; then
+  # Issue 7's speed target: lathe >= 0.5x PyTorch eager's tokens/s on the same model and GPU.
+  "$build/examples/lathe" bench --config gpt2 --device cuda --steps 10
+  lathe_rate=$("$build/examples/lathe" bench --config gpt2 --device cuda --steps 10 --json |
+    sed -n 's/.*"tok_per_s":\([0-9.e+]*\).*/\1/p')
+  torch_rate=$(python3 tools/torch_bench_device.py gpt2 cuda 10 --json | sed -n 's/.*"tok_per_s": \([0-9.e+]*\).*/\1/p')
+  python3 tools/torch_bench_device.py gpt2 cuda 10
+  awk -v l="$lathe_rate" -v t="$torch_rate" 'BEGIN { printf "gpt2 on cuda: lathe %.0f tok/s, torch %.0f tok/s: %.2fx (target >= 0.5x)\n", l, t, l / t }'
 fi
