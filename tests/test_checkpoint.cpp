@@ -22,9 +22,11 @@
 #include "serialize/checkpoint.h"
 #include "serialize/checksum.h"
 #include "tests/temp_dir.h"
+#include "tests/test_helpers.h"
 
 using namespace lathe;
 using lathe::testing::TempDir;
+using lathe::testing::error_of;
 using namespace lathe::optim;
 using lathe::serialize::TrainingCheckpoint;
 namespace fs = std::filesystem;
@@ -137,15 +139,6 @@ void check_placement(const Optimizer& opt, Device param_device) {
     INFO("state ", e.name, " policy ", placement_name(e.placement), " on ", e.tensor.device().str());
     CHECK(e.tensor.device() == (e.placement == Placement::host ? Device::cpu() : param_device));
   }
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

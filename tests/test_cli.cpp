@@ -1,34 +1,19 @@
 // The `lathe` program as a user meets it: exit codes (0 ok, 1 runtime error, 2 usage error) and
 // one-line messages. Runs the built binary (LATHE_CLI_PATH) through the shell.
 #include <doctest/doctest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 
+#include "tests/test_helpers.h"
+
 namespace fs = std::filesystem;
+using lathe::testing::Run;
+using lathe::testing::run_lathe;
 
 namespace {
-
-struct Run {
-  int code;
-  std::string output;  // stdout and stderr together
-};
-
-Run run_lathe(const std::string& args) {
-  const fs::path out = fs::temp_directory_path() / ("lathe_test_cli_" + std::to_string(::getpid()) + ".txt");
-  const std::string cmd = std::string("'") + LATHE_CLI_PATH + "' " + args + " > '" + out.string() + "' 2>&1";
-  const int status = std::system(cmd.c_str());
-  std::ifstream in(out);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  fs::remove(out);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ss.str()};
-}
 
 size_t line_count(const std::string& s) {
   size_t n = 0;

@@ -14,6 +14,7 @@
 #include "nn/gpt.h"
 #include "serialize/safetensors.h"
 #include "tests/temp_dir.h"
+#include "tests/test_helpers.h"
 
 using namespace lathe;
 using lathe::testing::TempDir;
@@ -77,15 +78,10 @@ std::vector<std::pair<std::string, Tensor>> run_case(const serialize::Safetensor
 }
 
 // Runs `lathe ref`; returns its exit status and fills `output` with what it printed.
-int run_ref(const std::string& case_path, const std::string& out_path, const std::string& device, std::string& output,
-            const TempDir& dir) {
-  const std::string log = dir.file("ref.log");
-  const std::string cmd = std::string("'") + LATHE_CLI_PATH + "' ref '" + case_path + "' '" + out_path +
-                          "' --device " + device + " > '" + log + "' 2>&1";
-  const int status = std::system(cmd.c_str());
-  std::ifstream f(log);
-  output.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+int run_ref(const std::string& case_path, const std::string& out_path, const std::string& device, std::string& output) {
+  const lathe::testing::Run r = lathe::testing::run_lathe("ref '" + case_path + "' '" + out_path + "' --device " + device);
+  output = r.output;
+  return r.code;
 }
 
 }  // namespace
@@ -108,7 +104,7 @@ TEST_CASE("gpt golden: lathe ref writes the expected result") {
       INFO("case ", name, " on ", device);
       std::string output;
       const std::string out = dir.file(std::string(name) + "_" + device + ".out.safetensors");
-      REQUIRE(run_ref(kGolden + "/" + name + ".case.safetensors", out, device, output, dir) == 0);
+      REQUIRE(run_ref(kGolden + "/" + name + ".case.safetensors", out, device, output) == 0);
       serialize::SafetensorsFile got = serialize::read_safetensors(out);
       check_against_expected(got.tensors,
                              serialize::read_safetensors(kGolden + "/" + name + ".expected.safetensors"));
@@ -128,7 +124,7 @@ TEST_CASE("gpt golden: malformed cases are errors naming the fault, and write no
     const std::string case_path = dir.file("bad.case.safetensors"), out = dir.file("bad.out.safetensors");
     serialize::write_safetensors(case_path, tensors, meta);
     std::string output;
-    CHECK(run_ref(case_path, out, "cpu", output, dir) == 1);
+    CHECK(run_ref(case_path, out, "cpu", output) == 1);
     CHECK_MESSAGE(output.find(message) != std::string::npos, output);
     CHECK_FALSE(fs::exists(out));
   };

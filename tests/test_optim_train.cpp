@@ -12,6 +12,7 @@
 
 #include "serialize/safetensors.h"
 #include "tests/temp_dir.h"
+#include "tests/test_helpers.h"
 
 using namespace lathe;
 using lathe::testing::TempDir;
@@ -21,15 +22,11 @@ namespace {
 
 const std::string kGolden = LATHE_GOLDEN_DIR;
 
-int run_ref(const std::string& case_path, const std::string& out_path, const std::string& device, std::string& output,
-            const TempDir& dir) {
-  const std::string log = dir.file("ref.log");
-  const std::string cmd = std::string("'") + LATHE_CLI_PATH + "' ref '" + case_path + "' '" + out_path +
-                          "' --device " + device + " > '" + log + "' 2>&1";
-  const int status = std::system(cmd.c_str());
-  std::ifstream f(log);
-  output.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+// Runs `lathe ref`; returns its exit status and fills `output` with what it printed.
+int run_ref(const std::string& case_path, const std::string& out_path, const std::string& device, std::string& output) {
+  const lathe::testing::Run r = lathe::testing::run_lathe("ref '" + case_path + "' '" + out_path + "' --device " + device);
+  output = r.output;
+  return r.code;
 }
 
 void check_all_close(const serialize::SafetensorsFile& got, const serialize::SafetensorsFile& want, double rtol,
@@ -56,7 +53,7 @@ TEST_CASE("optim train golden: lathe ref kind train follows nanoGPT's loop") {
     INFO("device ", device);
     std::string output;
     const std::string out = dir.file(std::string("train_") + device + ".safetensors");
-    REQUIRE(run_ref(kGolden + "/train_tiny.case.safetensors", out, device, output, dir) == 0);
+    REQUIRE(run_ref(kGolden + "/train_tiny.case.safetensors", out, device, output) == 0);
     // Key biases get (analytically) zero gradients, so Adam's step there follows rounding noise:
     // an absolute tolerance of a few lr-sized steps' worth of 1e-3 covers it.
     check_all_close(serialize::read_safetensors(out), serialize::read_safetensors(kGolden + "/train_tiny.expected.safetensors"),
@@ -70,7 +67,7 @@ TEST_CASE("optim ref: lathe ref kind optim writes the expected result") {
     INFO("case ", name);
     std::string output;
     const std::string out = dir.file(std::string(name) + ".safetensors");
-    REQUIRE(run_ref(kGolden + "/optim_" + name + ".case.safetensors", out, "cpu", output, dir) == 0);
+    REQUIRE(run_ref(kGolden + "/optim_" + name + ".case.safetensors", out, "cpu", output) == 0);
     auto got = serialize::read_safetensors(out);
     check_all_close(got, serialize::read_safetensors(kGolden + "/optim_" + name + ".expected.safetensors"), 1e-3, 1e-8);
     CHECK(got.metadata.count("result"));
@@ -87,13 +84,13 @@ TEST_CASE("optim train: malformed train cases are errors and write nothing") {
   serialize::write_safetensors(bad, c.tensors, serialize::Metadata{{"case", spec.dump()}});
   std::string output;
   const std::string out = dir.file("out.safetensors");
-  CHECK(run_ref(bad, out, "cpu", output, dir) != 0);
+  CHECK(run_ref(bad, out, "cpu", output) != 0);
   CHECK(output.find("lion") != std::string::npos);
   CHECK_FALSE(fs::exists(out));
   spec["optimizer"]["name"] = "adamw";
   spec["steps"] = 5;  // idx.4 missing
   serialize::write_safetensors(bad, c.tensors, serialize::Metadata{{"case", spec.dump()}});
-  CHECK(run_ref(bad, out, "cpu", output, dir) != 0);
+  CHECK(run_ref(bad, out, "cpu", output) != 0);
   CHECK(output.find("idx.4") != std::string::npos);
   CHECK_FALSE(fs::exists(out));
 }

@@ -21,9 +21,11 @@
 #include "examples/lib/trainer.h"
 #include "serialize/checksum.h"
 #include "tests/temp_dir.h"
+#include "tests/test_helpers.h"
 
 using namespace lathe;
 using lathe::testing::TempDir;
+using lathe::testing::error_of;
 using namespace lathe::app;
 namespace fs = std::filesystem;
 
@@ -78,15 +80,6 @@ std::map<std::string, std::string> dir_contents(const fs::path& dir) {
     out[e.path().filename().string()] = ss.str();
   }
   return out;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // Resumes the run directory `dir` with the options of its checkpoint (what `lathe train --resume
