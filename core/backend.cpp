@@ -95,4 +95,17 @@ void CpuBackend::copy_from_host(void* dst, const void* src, size_t nbytes, int) 
   if (nbytes) std::memcpy(dst, src, nbytes);
 }
 
+size_t check_adam_update_multi_lists(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                                     const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                                     const std::vector<Tensor>& max_exp_avg_sqs, const std::vector<Tensor>& steps,
+                                     bool amsgrad) {
+  const size_t n = params.size();
+  LATHE_CHECK(grads.size() == n && exp_avgs.size() == n && exp_avg_sqs.size() == n && steps.size() == n &&
+                  (amsgrad ? max_exp_avg_sqs.size() == n : max_exp_avg_sqs.empty()),
+              "adam_update_multi: ", n, " params but ", grads.size(), " grads, ", exp_avgs.size(), " exp_avgs, ",
+              exp_avg_sqs.size(), " exp_avg_sqs, ", max_exp_avg_sqs.size(), " max_exp_avg_sqs, ", steps.size(),
+              " steps");
+  return n;
+}
+
 }  // namespace lathe

@@ -140,6 +140,13 @@ class Backend {
   }
 };
 
+// The list-length checks every backend's adam_update_multi starts with (one entry per parameter;
+// max_exp_avg_sqs empty unless amsgrad). Returns the number of parameters.
+size_t check_adam_update_multi_lists(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                                     const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                                     const std::vector<Tensor>& max_exp_avg_sqs, const std::vector<Tensor>& steps,
+                                     bool amsgrad);
+
 // The backend serving a device; throws if the device's backend is not compiled in or the index
 // does not exist.
 Backend& backend_for(Device d);

@@ -313,12 +313,7 @@ void CudaBackend::adam_update_multi(const std::vector<Tensor>& params, const std
                                     const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
                                     const std::vector<Tensor>& max_exp_avg_sqs, const std::vector<Tensor>& steps,
                                     const AdamParams& p) {
-  const size_t n = params.size();
-  LATHE_CHECK(grads.size() == n && exp_avgs.size() == n && exp_avg_sqs.size() == n && steps.size() == n &&
-                  (p.amsgrad ? max_exp_avg_sqs.size() == n : max_exp_avg_sqs.empty()),
-              "adam_update_multi: ", n, " params but ", grads.size(), " grads, ", exp_avgs.size(), " exp_avgs, ",
-              exp_avg_sqs.size(), " exp_avg_sqs, ", max_exp_avg_sqs.size(), " max_exp_avg_sqs, ", steps.size(),
-              " steps");
+  const size_t n = check_adam_update_multi_lists(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, p.amsgrad);
   if (n == 0) return;
   DeviceContext& ctx = context_of(params[0]);
   std::vector<std::pair<std::pair<DType, DType>, std::vector<AdamTensorPtrs>>> groups;

@@ -1,5 +1,5 @@
-// Small helpers shared by the test suites: the message of an expected error, and running the
-// built `lathe` program (LATHE_CLI_PATH) the way a user does, through the shell.
+// Small helpers shared by the test suites: the message of an expected error, a JSON-lines file,
+// and running the built `lathe` program (LATHE_CLI_PATH) the way a user does, through the shell.
 #pragma once
 
 #include <sys/wait.h>
@@ -9,8 +9,10 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 
@@ -24,6 +26,14 @@ inline std::string error_of(const std::function<void()>& f) {
     return e.what();
   }
   return "";
+}
+
+// One JSON value per line of a file (metrics.jsonl).
+inline std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  return lines;
 }
 
 struct Run {

@@ -25,6 +25,7 @@
 
 using namespace lathe;
 using lathe::testing::TempDir;
+using lathe::testing::read_jsonl;
 using lathe::testing::error_of;
 using namespace lathe::app;
 namespace fs = std::filesystem;
@@ -55,13 +56,6 @@ TrainOptions small_run(const TempDir& d, const std::string& optimizer, const std
   o.quiet = true;
   o.out = (d.path / "full").string();
   return o;
-}
-
-std::vector<nlohmann::json> read_jsonl(const fs::path& p) {
-  std::ifstream in(p);
-  std::vector<nlohmann::json> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
-  return lines;
 }
 
 // Every tensor of a checkpoint by name -> checksum (weights and optimizer state).

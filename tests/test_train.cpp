@@ -13,9 +13,11 @@
 #include "examples/lib/trainer.h"
 #include "examples/lib/weights_file.h"
 #include "tests/temp_dir.h"
+#include "tests/test_helpers.h"
 
 using namespace lathe;
 using lathe::testing::TempDir;
+using lathe::testing::read_jsonl;
 using namespace lathe::app;
 namespace fs = std::filesystem;
 
@@ -41,13 +43,6 @@ TrainOptions small_run(const TempDir& d) {
   o.quiet = true;
   o.out = (d.path / "run").string();
   return o;
-}
-
-std::vector<nlohmann::json> read_jsonl(const fs::path& p) {
-  std::ifstream in(p);
-  std::vector<nlohmann::json> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
-  return lines;
 }
 
 }  // namespace

@@ -136,12 +136,7 @@ void CpuBackend::adam_update_multi(const std::vector<Tensor>& params, const std:
                                    const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
                                    const std::vector<Tensor>& max_exp_avg_sqs, const std::vector<Tensor>& steps,
                                    const AdamParams& p) {
-  const size_t n = params.size();
-  LATHE_CHECK(grads.size() == n && exp_avgs.size() == n && exp_avg_sqs.size() == n && steps.size() == n &&
-                  (p.amsgrad ? max_exp_avg_sqs.size() == n : max_exp_avg_sqs.empty()),
-              "adam_update_multi: ", n, " params but ", grads.size(), " grads, ", exp_avgs.size(), " exp_avgs, ",
-              exp_avg_sqs.size(), " exp_avg_sqs, ", max_exp_avg_sqs.size(), " max_exp_avg_sqs, ", steps.size(),
-              " steps");
+  const size_t n = check_adam_update_multi_lists(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, p.amsgrad);
   // Per parameter: advance its step counter (it lives with the parameter, here in host-readable
   // memory) and compute the step's scalars exactly as the plain path does.
   std::vector<AdamPointers> ptrs;
