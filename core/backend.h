@@ -15,32 +15,11 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/op_table.h"
 #include "core/storage.h"
 #include "core/tensor.h"
 
 namespace lathe {
-
-enum class UnaryOp : uint8_t {
-  neg, exp, log, sqrt, rsqrt, tanh, gelu, relu, sigmoid, abs, square, reciprocal, sign,
-  pow_scalar,  // x ** p0
-  clamp,       // min(max(x, p0), p1); NaN bounds mean "no bound"
-  affine,      // x * p0 + p1 (scalar arithmetic without a second tensor)
-};
-
-enum class BinaryOp : uint8_t {
-  add, sub, mul, div, pow, maximum, minimum,
-  eq, ne, lt, le, gt, ge,  // comparisons write b8
-  // Fused backward rules: a is the forward input (or output, as named), b the incoming gradient.
-  gelu_backward,     // a = x
-  tanh_backward,     // a = y = tanh(x)
-  sigmoid_backward,  // a = y = sigmoid(x)
-  relu_backward,     // a = x
-};
-
-enum class ReduceOp : uint8_t { sum, max, min, argmax, argmin };
-
-const char* unary_op_name(UnaryOp op);
-const char* binary_op_name(BinaryOp op);
 
 // Hyperparameters of one Adam-family update, as PyTorch's single-tensor path computes it.
 struct AdamParams {
@@ -73,7 +52,7 @@ class Backend {
   virtual void random_uniform(const Tensor& dst, uint64_t seed, uint64_t offset, double lo, double hi) = 0;
   virtual void random_normal(const Tensor& dst, uint64_t seed, uint64_t offset, double mean, double std) = 0;
 
-  // ---- elementwise ----
+  // ---- elementwise (the ops of core/op_table.h) ----
   virtual void unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0 = 0, double p1 = 0) = 0;
   // a and b are already broadcast (expanded) to out's shape.
   virtual void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) = 0;
@@ -121,6 +100,8 @@ class Backend {
   virtual void scatter_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) = 0;
 
   // ---- optimizer updates (in place on param and state; contiguous tensors) ----
+  // Called through the op-layer entries of core/ops/adam_update.cpp, which check every operand
+  // and say why an optimizer's kernel is declared here.
   // One Adam/AdamW step for one parameter. `step` is the step count after increment; the plain
   // path passes it from the host. max_exp_avg_sq is undefined unless amsgrad.
   virtual void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
@@ -139,13 +120,6 @@ class Backend {
     LATHE_FAIL("kernel adam_update_multi is not implemented on the ", name(), " backend");
   }
 };
-
-// The list-length checks every backend's adam_update_multi starts with (one entry per parameter;
-// max_exp_avg_sqs empty unless amsgrad). Returns the number of parameters.
-size_t check_adam_update_multi_lists(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-                                     const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
-                                     const std::vector<Tensor>& max_exp_avg_sqs, const std::vector<Tensor>& steps,
-                                     bool amsgrad);
 
 // The backend serving a device; throws if the device's backend is not compiled in or the index
 // does not exist.

@@ -43,6 +43,7 @@ Tensor tanh(const Tensor& x);
 Tensor gelu(const Tensor& x);  // tanh approximation, as GPT-2
 Tensor relu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
+Tensor silu(const Tensor& x);  // x * sigmoid(x)
 Tensor abs(const Tensor& x);
 Tensor square(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi);
@@ -87,6 +88,18 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& idx);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& idx);
 
+// ---- fused optimizer updates, in place (core/ops/adam_update.cpp) ----
+// One Adam/AdamW step of one parameter, as PyTorch's single-tensor path; `step` is the count
+// after increment, from the host. max_exp_avg_sq is undefined unless p.amsgrad.
+void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                 const Tensor& max_exp_avg_sq, double step, const AdamParams& p);
+// The same step over many parameters of one device in one pass; `steps` are one-element f32
+// counters on that device, incremented by the kernel (the host never reads them).
+void adam_update_multi(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                       const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                       const std::vector<Tensor>& max_exp_avg_sqs, const std::vector<Tensor>& steps,
+                       const AdamParams& p);
+
 // ---- operators ----
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
@@ -104,5 +117,7 @@ inline Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
 // Throws unless every defined tensor is on one device; the message names the op and each device.
 void check_same_device(const char* op, std::initializer_list<Tensor> ts);
 void check_floating(const char* op, const Tensor& t, const char* what = "input");
+// Throws unless an op of the op table with dtype class `dtypes` is defined for t's dtype.
+void check_op_dtype(const char* op, OpDTypes dtypes, const Tensor& t);
 
 }  // namespace lathe

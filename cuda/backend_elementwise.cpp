@@ -5,69 +5,23 @@
 
 namespace lathe::cuda {
 
-namespace {
-
-bool float_only(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::exp: case UnaryOp::log: case UnaryOp::sqrt: case UnaryOp::rsqrt: case UnaryOp::tanh:
-    case UnaryOp::gelu: case UnaryOp::sigmoid: case UnaryOp::reciprocal: case UnaryOp::pow_scalar:
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool float_only(BinaryOp op) {
-  switch (op) {
-    case BinaryOp::pow: case BinaryOp::gelu_backward: case BinaryOp::tanh_backward:
-    case BinaryOp::sigmoid_backward:
-      return true;
-    default:
-      return false;
-  }
-}
-
-}  // namespace
-
+// The op layer (core/ops/) has checked the operands: one device, broadcast shapes, matching
+// dtypes, and an op the table defines for them.
 void CudaBackend::unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1) {
-  LATHE_CHECK(x.dtype() == out.dtype(), "unary ", unary_op_name(op), ": dtypes differ (", x.desc(), " -> ",
-              out.desc(), ")");
-  LATHE_CHECK(x.shape() == out.shape(), "unary ", unary_op_name(op), ": shapes differ (", x.desc(), " -> ",
-              out.desc(), ")");
-  LATHE_CHECK(is_floating(x.dtype()) || !float_only(op), "unary ", unary_op_name(op), ": not defined for dtype ",
-              dtype_name(x.dtype()));
   DeviceContext& ctx = context_of(out);
   if (out.numel() == 0) return;
-  const Geometry<2> g = make_geometry<2>(out.shape(), {&out.strides(), &x.strides()}, unary_op_name(op));
-  launch_unary(UOp(uint8_t(op)), dt_of(x.dtype()), g, out.data_ptr(), x.data_ptr(), p0, p1, ctx.stream);
+  const Geometry<2> g = make_geometry<2>(out.shape(), {&out.strides(), &x.strides()}, op_name(op));
+  launch_unary(op, dt_of(x.dtype()), g, out.data_ptr(), x.data_ptr(), p0, p1, ctx.stream);
 }
 
 void CudaBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  LATHE_CHECK(a.dtype() == b.dtype(), "binary ", binary_op_name(op), ": operand dtypes differ (", a.dtype(), ", ",
-              b.dtype(), ")");
-  const bool comparison = op >= BinaryOp::eq && op <= BinaryOp::ge;
-  LATHE_CHECK(out.dtype() == (comparison ? DType::b8 : a.dtype()), "binary ", binary_op_name(op), ": output dtype ",
-              out.dtype(), " does not match");
-  LATHE_CHECK(a.shape() == out.shape() && b.shape() == out.shape(), "binary ", binary_op_name(op),
-              ": operands ", a.desc(), " and ", b.desc(), " are not broadcast to the output ", out.desc());
-  const bool defined = is_floating(a.dtype()) ? true
-                       : float_only(op)       ? false
-                       : op == BinaryOp::div  ? a.dtype() != DType::b8
-                                              : true;
-  LATHE_CHECK(defined, "binary ", binary_op_name(op), ": not defined for dtype ", dtype_name(a.dtype()));
   DeviceContext& ctx = context_of(out);
   if (out.numel() == 0) return;
-  const Geometry<3> g =
-      make_geometry<3>(out.shape(), {&out.strides(), &a.strides(), &b.strides()}, binary_op_name(op));
-  launch_binary(BOp(uint8_t(op)), dt_of(a.dtype()), g, out.data_ptr(), a.data_ptr(), b.data_ptr(), ctx.stream);
+  const Geometry<3> g = make_geometry<3>(out.shape(), {&out.strides(), &a.strides(), &b.strides()}, op_name(op));
+  launch_binary(op, dt_of(a.dtype()), g, out.data_ptr(), a.data_ptr(), b.data_ptr(), ctx.stream);
 }
 
 void CudaBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
-  LATHE_CHECK(cond.dtype() == DType::b8, "where: condition must be bool, got ", cond.desc());
-  LATHE_CHECK(a.dtype() == out.dtype() && b.dtype() == out.dtype(), "where: dtypes of ", a.desc(), " and ",
-              b.desc(), " differ from the output ", out.desc());
-  LATHE_CHECK(cond.shape() == out.shape() && a.shape() == out.shape() && b.shape() == out.shape(),
-              "where: operands are not broadcast to the output ", out.desc());
   DeviceContext& ctx = context_of(out);
   if (out.numel() == 0) return;
   const Geometry<4> g =
@@ -101,11 +55,10 @@ void CudaBackend::reduce(ReduceOp op, const Tensor& x_in, const std::vector<int6
     x = x_in.permute(perm).contiguous();
     trailing = true;
   }
-  const ROp rop = ROp(uint8_t(op));
   const DT dt = dt_of(x.dtype());
-  const size_t scratch_bytes = reduce_scratch_bytes(rop, dt, K, R, trailing, ctx.sm_count);
+  const size_t scratch_bytes = reduce_scratch_bytes(op, dt, K, R, trailing, ctx.sm_count);
   Tensor scratch = scratch_bytes ? scratch_like(x, scratch_bytes) : Tensor();
-  launch_reduce(rop, dt, x.data_ptr(), K, R, trailing, out.data_ptr(), scratch.defined() ? scratch.data_ptr() : nullptr,
+  launch_reduce(op, dt, x.data_ptr(), K, R, trailing, out.data_ptr(), scratch.defined() ? scratch.data_ptr() : nullptr,
                 ctx.sm_count, ctx.stream);
 }
 

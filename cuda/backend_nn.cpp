@@ -1,5 +1,6 @@
 // CudaBackend: softmax, layer norm, embedding, cross-entropy, indexing, Adam.
 //
+// The op layer (core/ops/) has checked every operand: devices, dtypes, shapes, index dtypes.
 // Row kernels take contiguous rows, so strided inputs are made contiguous first (as on the CPU).
 // Ids and indices are checked by the kernels themselves; a bad one surfaces as a lathe::Error at
 // the host's next synchronisation with the GPU (see runtime.h), so no kernel ever reads out of
@@ -25,11 +26,6 @@ void check_grid(int64_t blocks, const char* op, const Tensor& t) {
   LATHE_CHECK(blocks <= INT_MAX, op, ": ", t.desc(), " has more rows than one CUDA launch takes (2^31 - 1)");
 }
 
-void check_index_dtype(const Tensor& idx, const char* op) {
-  LATHE_CHECK(idx.dtype() == DType::i32 || idx.dtype() == DType::i64, op, ": index dtype must be i32 or i64, got ",
-              idx.desc());
-}
-
 Tensor contiguous_or_undefined(const Tensor& t) { return t.defined() ? t.contiguous() : t; }
 const void* ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 void* mut_ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
@@ -47,8 +43,6 @@ void split_around(const Tensor& t, int64_t dim, int64_t& outer, int64_t& inner) 
 // ---------------------------------------------------------------- softmax
 
 void CudaBackend::softmax(const Tensor& x, const Tensor& out, bool log) {
-  LATHE_CHECK(x.dtype() == out.dtype() && out.is_contiguous() && x.shape() == out.shape(),
-              "softmax kernel: bad output ", out.desc(), " for ", x.desc());
   DeviceContext& ctx = context_of(out);
   const Tensor xc = x.contiguous();
   const auto [rows, len] = rows_of(xc);
@@ -57,9 +51,6 @@ void CudaBackend::softmax(const Tensor& x, const Tensor& out, bool log) {
 }
 
 void CudaBackend::softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& gx, bool log) {
-  LATHE_CHECK(y.dtype() == gy.dtype() && y.dtype() == gx.dtype() && gx.is_contiguous() &&
-                  y.shape() == gy.shape() && y.shape() == gx.shape(),
-              "softmax_backward kernel: y ", y.desc(), ", gy ", gy.desc(), " and gx ", gx.desc(), " do not match");
   DeviceContext& ctx = context_of(gx);
   const Tensor yc = y.contiguous(), gc = gy.contiguous();
   const auto [rows, len] = rows_of(yc);
@@ -72,10 +63,6 @@ void CudaBackend::softmax_backward(const Tensor& y, const Tensor& gy, const Tens
 void CudaBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
                              const Tensor& mean, const Tensor& rstd) {
   const DType stat = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
-  LATHE_CHECK(mean.dtype() == stat && rstd.dtype() == stat, "layer_norm kernel: statistics of ", x.desc(),
-              " must be ", dtype_name(stat), ", got ", mean.desc(), " and ", rstd.desc());
-  LATHE_CHECK(out.is_contiguous() && mean.is_contiguous() && rstd.is_contiguous(),
-              "layer_norm kernel: outputs must be contiguous");
   DeviceContext& ctx = context_of(out);
   const Tensor xc = x.contiguous(), wc = contiguous_or_undefined(weight), bc = contiguous_or_undefined(bias);
   const auto [rows, len] = rows_of(xc);
@@ -88,11 +75,6 @@ void CudaBackend::layer_norm_backward(const Tensor& x, const Tensor& weight, con
                                       const Tensor& gy, const Tensor& gx, const Tensor& gweight,
                                       const Tensor& gbias) {
   const DType stat = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
-  LATHE_CHECK(mean.dtype() == stat && rstd.dtype() == stat, "layer_norm_backward kernel: statistics of ", x.desc(),
-              " must be ", dtype_name(stat), ", got ", mean.desc(), " and ", rstd.desc());
-  LATHE_CHECK(gx.is_contiguous() && (!gweight.defined() || gweight.is_contiguous()) &&
-                  (!gbias.defined() || gbias.is_contiguous()),
-              "layer_norm_backward kernel: gradients must be contiguous");
   DeviceContext& ctx = context_of(gx);
   const Tensor xc = x.contiguous(), gc = gy.contiguous(), wc = contiguous_or_undefined(weight);
   const Tensor mc = mean.contiguous(), rc = rstd.contiguous();
@@ -116,9 +98,6 @@ void CudaBackend::layer_norm_backward(const Tensor& x, const Tensor& weight, con
 // ---------------------------------------------------------------- embedding
 
 void CudaBackend::embedding(const Tensor& weight, const Tensor& idx, const Tensor& out) {
-  check_index_dtype(idx, "embedding");
-  LATHE_CHECK(weight.dim() == 2 && out.is_contiguous() && out.dtype() == weight.dtype(),
-              "embedding kernel: weight ", weight.desc(), " and output ", out.desc(), " do not match");
   DeviceContext& ctx = context_of(out);
   const Tensor w = weight.contiguous(), ic = idx.contiguous();
   const int64_t V = w.shape()[0], C = w.shape()[1], n = ic.numel();
@@ -128,12 +107,6 @@ void CudaBackend::embedding(const Tensor& weight, const Tensor& idx, const Tenso
 }
 
 void CudaBackend::embedding_backward(const Tensor& idx, const Tensor& gout, const Tensor& gweight) {
-  check_index_dtype(idx, "embedding_backward");
-  LATHE_CHECK(gweight.is_contiguous() && gweight.dim() == 2, "embedding_backward: gweight must be contiguous, got ",
-              gweight.desc());
-  LATHE_CHECK(gout.dtype() == gweight.dtype() && gout.numel() == idx.numel() * gweight.shape()[1],
-              "embedding_backward kernel: gout ", gout.desc(), " does not match ids ", idx.desc(), " and gweight ",
-              gweight.desc());
   DeviceContext& ctx = context_of(gweight);
   const int64_t V = gweight.shape()[0], C = gweight.shape()[1], n = idx.numel();
   LATHE_CHECK(n < INT_MAX && V < INT_MAX, "embedding_backward: ", n, " ids over ", V,
@@ -149,11 +122,6 @@ void CudaBackend::embedding_backward(const Tensor& idx, const Tensor& gout, cons
 
 void CudaBackend::cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
                                 const Tensor& losses) {
-  check_index_dtype(targets, "cross_entropy");
-  LATHE_CHECK(logits.dim() == 2 && losses.is_contiguous() && losses.numel() == logits.shape()[0] &&
-                  targets.numel() == logits.shape()[0] && losses.dtype() == logits.dtype(),
-              "cross_entropy kernel: logits ", logits.desc(), ", targets ", targets.desc(), " and losses ",
-              losses.desc(), " do not match");
   DeviceContext& ctx = context_of(losses);
   const Tensor x = logits.contiguous(), t = targets.contiguous();
   const int64_t N = x.shape()[0], V = x.shape()[1];
@@ -164,13 +132,6 @@ void CudaBackend::cross_entropy(const Tensor& logits, const Tensor& targets, int
 
 void CudaBackend::cross_entropy_backward(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
                                          const Tensor& gloss, const Tensor& glogits) {
-  check_index_dtype(targets, "cross_entropy_backward");
-  LATHE_CHECK(glogits.is_contiguous(), "cross_entropy_backward: glogits must be contiguous, got ", glogits.desc());
-  LATHE_CHECK(logits.dim() == 2 && glogits.shape() == logits.shape() && gloss.numel() >= 1 &&
-                  gloss.dtype() == logits.dtype() && glogits.dtype() == logits.dtype() &&
-                  targets.numel() == logits.shape()[0],
-              "cross_entropy_backward kernel: logits ", logits.desc(), ", targets ", targets.desc(), ", gloss ",
-              gloss.desc(), " and glogits ", glogits.desc(), " do not match");
   DeviceContext& ctx = context_of(glogits);
   const Tensor x = logits.contiguous(), t = targets.contiguous();
   const int64_t N = x.shape()[0], V = x.shape()[1];
@@ -184,29 +145,17 @@ void CudaBackend::cross_entropy_backward(const Tensor& logits, const Tensor& tar
 // ---------------------------------------------------------------- indexing
 
 void CudaBackend::index_select(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) {
-  check_index_dtype(idx, "index_select");
-  LATHE_CHECK(dim >= 0 && dim < std::max<int64_t>(x.dim(), 1) && out.is_contiguous() && out.dtype() == x.dtype() &&
-                  idx.dim() <= 1,
-              "index_select kernel: x ", x.desc(), ", dim ", dim, ", index ", idx.desc(), " and output ", out.desc(),
-              " do not match");
   DeviceContext& ctx = context_of(out);
   const Tensor xc = x.dim() ? x.contiguous() : x.reshape({1}), ic = idx.contiguous();
   IndexShape sh;
   split_around(xc, dim, sh.outer, sh.inner);
   sh.src_size = xc.shape()[size_t(dim)];
   sh.idx_size = ic.numel();
-  LATHE_CHECK(out.numel() == sh.outer * sh.idx_size * sh.inner, "index_select kernel: output ", out.desc(),
-              " does not fit ", sh.idx_size, " indices into ", x.desc());
   launch_index_select(dt_of(x.dtype()), xc.data_ptr(), sh, dt_of(ic.dtype()), ic.data_ptr(), out.data_ptr(),
                       ctx.error_device, ctx.stream);
 }
 
 void CudaBackend::index_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) {
-  check_index_dtype(idx, "index_add");
-  LATHE_CHECK(out.dtype() != DType::b8, "index_add: not defined for bool tensors, got ", out.desc());
-  LATHE_CHECK(dim >= 0 && dim < std::max<int64_t>(out.dim(), 1) && src.dtype() == out.dtype() && idx.dim() <= 1,
-              "index_add kernel: out ", out.desc(), ", dim ", dim, ", index ", idx.desc(), " and source ", src.desc(),
-              " do not match");
   DeviceContext& ctx = context_of(out);
   // Accumulate into a contiguous buffer (out itself when it already is one).
   const Tensor acc = out.is_contiguous() ? out : out.contiguous();
@@ -216,19 +165,12 @@ void CudaBackend::index_add(const Tensor& out, int64_t dim, const Tensor& idx, c
   split_around(ac, dim, sh.outer, sh.inner);
   sh.src_size = ac.shape()[size_t(dim)];
   sh.idx_size = ic.numel();
-  LATHE_CHECK(sc.numel() == sh.outer * sh.idx_size * sh.inner, "index_add kernel: source ", src.desc(),
-              " does not fit ", sh.idx_size, " indices into ", out.desc());
   launch_index_add(dt_of(out.dtype()), ac.data_ptr(), sh, dt_of(ic.dtype()), ic.data_ptr(), sc.data_ptr(),
                    ctx.error_device, ctx.stream);
   if (!out.is_contiguous()) copy(acc, out);
 }
 
 void CudaBackend::gather(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) {
-  check_index_dtype(idx, "gather");
-  LATHE_CHECK(out.shape() == idx.shape() && out.dtype() == x.dtype() && idx.dim() == x.dim() &&
-                  (x.dim() == 0 || (dim >= 0 && dim < x.dim())),
-              "gather kernel: x ", x.desc(), ", dim ", dim, ", index ", idx.desc(), " and output ", out.desc(),
-              " do not match");
   DeviceContext& ctx = context_of(out);
   if (out.numel() == 0) return;
   const Tensor xv = x.dim() ? x : x.reshape({1}), iv = idx.dim() ? idx : idx.reshape({1});
@@ -242,17 +184,6 @@ void CudaBackend::gather(const Tensor& x, int64_t dim, const Tensor& idx, const 
 }
 
 void CudaBackend::scatter_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) {
-  check_index_dtype(idx, "scatter_add");
-  LATHE_CHECK(out.dtype() != DType::b8, "scatter_add: not defined for bool tensors, got ", out.desc());
-  LATHE_CHECK(src.dtype() == out.dtype() && idx.dim() == out.dim() && src.dim() == out.dim() &&
-                  (out.dim() == 0 || (dim >= 0 && dim < out.dim())),
-              "scatter_add kernel: out ", out.desc(), ", dim ", dim, ", index ", idx.desc(), " and source ",
-              src.desc(), " do not match");
-  for (int64_t d = 0; d < idx.dim(); ++d)
-    LATHE_CHECK(idx.shape()[size_t(d)] <= src.shape()[size_t(d)] &&
-                    (d == dim || idx.shape()[size_t(d)] <= out.shape()[size_t(d)]),
-                "scatter_add kernel: index ", idx.desc(), " is larger than source ", src.desc(), " or output ",
-                out.desc(), " in dim ", d);
   DeviceContext& ctx = context_of(out);
   if (idx.numel() == 0) return;
   const Tensor ov = out.dim() ? out : out.reshape({1}), iv = idx.dim() ? idx : idx.reshape({1});
@@ -274,23 +205,6 @@ void CudaBackend::scatter_add(const Tensor& out, int64_t dim, const Tensor& idx,
 // ---------------------------------------------------------------- optimizer
 
 namespace {
-// The checks of core/cpu/optim_kernels.cpp: moments like the parameter, contiguous.
-void check_adam_tensors(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                        const Tensor& max_exp_avg_sq, bool amsgrad) {
-  auto same = [&](const Tensor& t, const char* what, DType dt) {
-    LATHE_CHECK(t.defined() && t.is_contiguous() && t.shape() == param.shape() && t.dtype() == dt &&
-                    t.device() == param.device(),
-                "adam_update: ", what, " must be a contiguous ", dtype_name(dt),
-                " tensor of the parameter's shape and device; param ", param.desc(), ", ", what, " ",
-                t.defined() ? t.desc() : std::string("undefined"));
-  };
-  LATHE_CHECK(param.is_contiguous(), "adam_update: param ", param.desc(), " must be contiguous");
-  same(grad, "grad", param.dtype());
-  same(exp_avg, "exp_avg", exp_avg.dtype());
-  same(exp_avg_sq, "exp_avg_sq", exp_avg.dtype());
-  if (amsgrad) same(max_exp_avg_sq, "max_exp_avg_sq", exp_avg.dtype());
-}
-
 AdamArgs adam_args(const AdamParams& p, double step) {
   return AdamArgs{p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, p.decoupled_weight_decay, p.amsgrad, p.maximize,
                   step};
@@ -300,32 +214,25 @@ AdamArgs adam_args(const AdamParams& p, double step) {
 void CudaBackend::adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                               const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq, double step,
                               const AdamParams& p) {
-  check_adam_tensors(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, p.amsgrad);
   DeviceContext& ctx = context_of(param);
   launch_adam(dt_of(param.dtype()), dt_of(exp_avg.dtype()), param.data_ptr(), grad.data_ptr(), exp_avg.data_ptr(),
               exp_avg_sq.data_ptr(), p.amsgrad ? max_exp_avg_sq.data_ptr() : nullptr, param.numel(),
               adam_args(p, step), ctx.stream);
 }
 
-// Parameters are grouped by (parameter dtype, moment dtype); each group is one fused launch per
-// up to 40 tensors. Step counters stay on the GPU: nothing here reads device memory.
+// Operands are checked by core/ops/adam_update.cpp. Parameters are grouped by (parameter dtype,
+// moment dtype); each group is one fused launch per up to 40 tensors. Step counters stay on the
+// GPU: nothing here reads device memory.
 void CudaBackend::adam_update_multi(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                                     const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
                                     const std::vector<Tensor>& max_exp_avg_sqs, const std::vector<Tensor>& steps,
                                     const AdamParams& p) {
-  const size_t n = check_adam_update_multi_lists(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, p.amsgrad);
-  if (n == 0) return;
+  const size_t n = params.size();
   DeviceContext& ctx = context_of(params[0]);
   std::vector<std::pair<std::pair<DType, DType>, std::vector<AdamTensorPtrs>>> groups;
   for (size_t i = 0; i < n; ++i) {
     const Tensor vmax = p.amsgrad ? max_exp_avg_sqs[i] : Tensor();
-    check_adam_tensors(params[i], grads[i], exp_avgs[i], exp_avg_sqs[i], vmax, p.amsgrad);
-    LATHE_CHECK(params[i].device() == params[0].device(), "adam_update_multi: parameters on ", params[0].device(),
-                " and ", params[i].device(), " in one call");
     const Tensor& st = steps[i];
-    LATHE_CHECK(st.numel() == 1 && st.dtype() == DType::f32 && st.device() == params[i].device(),
-                "adam_update_multi: step ", i, " must be a one-element f32 tensor on ", params[i].device(),
-                ", got ", st.desc());
     const auto key = std::pair{params[i].dtype(), exp_avgs[i].dtype()};
     auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == key; });
     if (it == groups.end()) it = groups.insert(groups.end(), {key, {}});

@@ -6,31 +6,10 @@
 
 namespace lathe::cuda {
 
-// kernels.h mirrors core's enums by value so that nvcc never parses core headers.
+// kernels.h mirrors core's DType by value so that nvcc never parses core headers.
 static_assert(int(DT::f32) == int(DType::f32) && int(DT::f64) == int(DType::f64) &&
               int(DT::bf16) == int(DType::bf16) && int(DT::f16) == int(DType::f16) &&
               int(DT::i32) == int(DType::i32) && int(DT::i64) == int(DType::i64) && int(DT::b8) == int(DType::b8));
-static_assert(int(UOp::neg) == int(UnaryOp::neg) && int(UOp::exp) == int(UnaryOp::exp) &&
-              int(UOp::log) == int(UnaryOp::log) && int(UOp::sqrt) == int(UnaryOp::sqrt) &&
-              int(UOp::rsqrt) == int(UnaryOp::rsqrt) && int(UOp::tanh) == int(UnaryOp::tanh) &&
-              int(UOp::gelu) == int(UnaryOp::gelu) && int(UOp::relu) == int(UnaryOp::relu) &&
-              int(UOp::sigmoid) == int(UnaryOp::sigmoid) && int(UOp::abs) == int(UnaryOp::abs) &&
-              int(UOp::square) == int(UnaryOp::square) && int(UOp::reciprocal) == int(UnaryOp::reciprocal) &&
-              int(UOp::sign) == int(UnaryOp::sign) && int(UOp::pow_scalar) == int(UnaryOp::pow_scalar) &&
-              int(UOp::clamp) == int(UnaryOp::clamp) && int(UOp::affine) == int(UnaryOp::affine));
-static_assert(int(BOp::add) == int(BinaryOp::add) && int(BOp::sub) == int(BinaryOp::sub) &&
-              int(BOp::mul) == int(BinaryOp::mul) && int(BOp::div) == int(BinaryOp::div) &&
-              int(BOp::pow) == int(BinaryOp::pow) && int(BOp::maximum) == int(BinaryOp::maximum) &&
-              int(BOp::minimum) == int(BinaryOp::minimum) && int(BOp::eq) == int(BinaryOp::eq) &&
-              int(BOp::ne) == int(BinaryOp::ne) && int(BOp::lt) == int(BinaryOp::lt) &&
-              int(BOp::le) == int(BinaryOp::le) && int(BOp::gt) == int(BinaryOp::gt) &&
-              int(BOp::ge) == int(BinaryOp::ge) && int(BOp::gelu_backward) == int(BinaryOp::gelu_backward) &&
-              int(BOp::tanh_backward) == int(BinaryOp::tanh_backward) &&
-              int(BOp::sigmoid_backward) == int(BinaryOp::sigmoid_backward) &&
-              int(BOp::relu_backward) == int(BinaryOp::relu_backward));
-static_assert(int(ROp::sum) == int(ReduceOp::sum) && int(ROp::max) == int(ReduceOp::max) &&
-              int(ROp::min) == int(ReduceOp::min) && int(ROp::argmax) == int(ReduceOp::argmax) &&
-              int(ROp::argmin) == int(ReduceOp::argmin));
 
 namespace {
 // Registered before main runs. Asking the driver anything is left to first use, so a machine

@@ -60,10 +60,21 @@ __device__ __forceinline__ float m_log(float x) { return logf(x); }
 __device__ __forceinline__ double m_log(double x) { return log(x); }
 __device__ __forceinline__ float m_sqrt(float x) { return sqrtf(x); }
 __device__ __forceinline__ double m_sqrt(double x) { return sqrt(x); }
-__device__ __forceinline__ float m_tanh(float x) { return tanhf(x); }
-__device__ __forceinline__ double m_tanh(double x) { return tanh(x); }
-__device__ __forceinline__ float m_pow(float x, float y) { return powf(x, y); }
-__device__ __forceinline__ double m_pow(double x, double y) { return pow(x, y); }
+// The math library of the op table's formulas (core/op_table.h) on the GPU. Host and device, as
+// the formulas are: nvcc compiles them for both sides.
+struct CudaMath {
+  static __host__ __device__ __forceinline__ float exp(float x) { return expf(x); }
+  static __host__ __device__ __forceinline__ double exp(double x) { return ::exp(x); }
+  static __host__ __device__ __forceinline__ float log(float x) { return logf(x); }
+  static __host__ __device__ __forceinline__ double log(double x) { return ::log(x); }
+  static __host__ __device__ __forceinline__ float sqrt(float x) { return sqrtf(x); }
+  static __host__ __device__ __forceinline__ double sqrt(double x) { return ::sqrt(x); }
+  static __host__ __device__ __forceinline__ float tanh(float x) { return tanhf(x); }
+  static __host__ __device__ __forceinline__ double tanh(double x) { return ::tanh(x); }
+  static __host__ __device__ __forceinline__ float pow(float x, float y) { return powf(x, y); }
+  static __host__ __device__ __forceinline__ double pow(double x, double y) { return ::pow(x, y); }
+};
+
 template <class C>
 __device__ __forceinline__ bool m_isnan(C v) {
   if constexpr (std::is_floating_point_v<C>) return v != v;

@@ -1,9 +1,9 @@
 // The boundary between the CUDA backend's host code (cuda_backend*.cpp, which knows lathe's
 // Tensor) and its kernels (*.cu, which know only raw pointers, shapes and strides).
 //
-// Nothing here includes a lathe core header: nvcc then never parses Eigen, which keeps the .cu
-// files quick to compile. Enums mirror core's by value; cuda_backend.cpp static_asserts that
-// they agree.
+// Of lathe's core headers only the dependency-free op table is included: nvcc then never parses
+// Eigen, which keeps the .cu files quick to compile. DT mirrors lathe::DType by value
+// (cuda_backend.cpp static_asserts that they agree).
 #pragma once
 
 #include <cstddef>
@@ -11,21 +11,12 @@
 
 #include <cuda_runtime_api.h>
 
+#include "core/op_table.h"  // UnaryOp, BinaryOp, ReduceOp: shared with core, dependency-free
+
 namespace lathe::cuda {
 
 // Mirrors lathe::DType.
 enum class DT : uint8_t { f32, f64, bf16, f16, i32, i64, b8 };
-// Mirror lathe::UnaryOp, BinaryOp and ReduceOp.
-enum class UOp : uint8_t {
-  neg, exp, log, sqrt, rsqrt, tanh, gelu, relu, sigmoid, abs, square, reciprocal, sign,
-  pow_scalar, clamp, affine,
-};
-enum class BOp : uint8_t {
-  add, sub, mul, div, pow, maximum, minimum, eq, ne, lt, le, gt, ge,
-  gelu_backward, tanh_backward, sigmoid_backward, relu_backward,
-};
-enum class ROp : uint8_t { sum, max, min, argmax, argmin };
-
 // A strided iteration space shared by N operands (the output first), after merging dims that are
 // contiguous in every operand. Passed to kernels by value.
 constexpr int kMaxDims = 8;
@@ -79,11 +70,11 @@ void launch_random(void* dst, DT dtype, int64_t n, uint64_t seed, uint64_t offse
                    bool normal, cudaStream_t s);
 
 // ---- elementwise.cu ----
-// out = op(x) with p0, p1 as core/backend.h documents; operand 0 = out, 1 = x.
-void launch_unary(UOp op, DT dtype, const Geometry<2>& g, void* out, const void* x, double p0, double p1,
+// out = op(x) with p0, p1 as core/op_table.h documents (NaN = absent); operand 0 = out, 1 = x.
+void launch_unary(UnaryOp op, DT dtype, const Geometry<2>& g, void* out, const void* x, double p0, double p1,
                   cudaStream_t s);
 // out = op(a, b); a and b of dtype `dtype`, out of dtype (comparisons: b8).
-void launch_binary(BOp op, DT dtype, const Geometry<3>& g, void* out, const void* a, const void* b,
+void launch_binary(BinaryOp op, DT dtype, const Geometry<3>& g, void* out, const void* a, const void* b,
                    cudaStream_t s);
 void launch_where(DT dtype, const Geometry<4>& g, void* out, const void* cond, const void* a, const void* b,
                   cudaStream_t s);
@@ -91,8 +82,8 @@ void launch_where(DT dtype, const Geometry<4>& g, void* out, const void* cond, c
 // ---- reduce.cu ----
 // Reduces rows of a contiguous x viewed as [K, R] (rows = true) or [R, K] (rows = false) into out[K].
 // scratch_bytes(...) tells the host how much scratch a call needs; it passes that much.
-size_t reduce_scratch_bytes(ROp op, DT dtype, int64_t K, int64_t R, bool rows, int sm_count);
-void launch_reduce(ROp op, DT dtype, const void* x, int64_t K, int64_t R, bool rows, void* out, void* scratch,
+size_t reduce_scratch_bytes(ReduceOp op, DT dtype, int64_t K, int64_t R, bool rows, int sm_count);
+void launch_reduce(ReduceOp op, DT dtype, const void* x, int64_t K, int64_t R, bool rows, void* out, void* scratch,
                    int sm_count, cudaStream_t s);
 
 // ---- nn.cu: row kernels over the last dim of contiguous tensors ----

@@ -199,29 +199,29 @@ void reduce_with(const T* x, int64_t K, int64_t len, bool rows, void* out, void*
 
 }  // namespace
 
-size_t reduce_scratch_bytes(ROp op, DT dtype, int64_t K, int64_t R, bool rows, int sm_count) {
+size_t reduce_scratch_bytes(ReduceOp op, DT dtype, int64_t K, int64_t R, bool rows, int sm_count) {
   const Plan p = plan(K, R, rows, sm_count);
   if (p.parts <= 1) return 0;
   size_t acc_bytes = 16;  // ValIdx<double> is the largest partial
-  if (op == ROp::sum) acc_bytes = 8;
+  if (op == ReduceOp::sum) acc_bytes = 8;
   (void)dtype;
   return size_t(K) * size_t(p.parts) * acc_bytes;
 }
 
-void launch_reduce(ROp op, DT dtype, const void* x, int64_t K, int64_t R, bool rows, void* out, void* scratch,
+void launch_reduce(ReduceOp op, DT dtype, const void* x, int64_t K, int64_t R, bool rows, void* out, void* scratch,
                    int sm_count, cudaStream_t s) {
   if (K == 0) return;
   if (dtype == DT::b8) fail_dtype("reduce (cast bool tensors first)", dtype);
   LATHE_CUDA_DISPATCH_ALL(dtype, "reduce", [&]<class T>() {
     if constexpr (!std::is_same_v<T, bool>) {
       const T* xt = static_cast<const T*>(x);
-      const bool arg = op == ROp::argmax || op == ROp::argmin;
+      const bool arg = op == ReduceOp::argmax || op == ReduceOp::argmin;
       switch (op) {
-        case ROp::sum: reduce_with<T, SumR<T>>(xt, K, R, rows, out, scratch, sm_count, false, s); break;
-        case ROp::max:
-        case ROp::argmax: reduce_with<T, ExtremeR<T, true>>(xt, K, R, rows, out, scratch, sm_count, arg, s); break;
-        case ROp::min:
-        case ROp::argmin: reduce_with<T, ExtremeR<T, false>>(xt, K, R, rows, out, scratch, sm_count, arg, s); break;
+        case ReduceOp::sum: reduce_with<T, SumR<T>>(xt, K, R, rows, out, scratch, sm_count, false, s); break;
+        case ReduceOp::max:
+        case ReduceOp::argmax: reduce_with<T, ExtremeR<T, true>>(xt, K, R, rows, out, scratch, sm_count, arg, s); break;
+        case ReduceOp::min:
+        case ReduceOp::argmin: reduce_with<T, ExtremeR<T, false>>(xt, K, R, rows, out, scratch, sm_count, arg, s); break;
       }
     }
   });

@@ -224,7 +224,7 @@ TEST_CASE("cuda: unary ops on float dtypes, contiguous and strided") {
     }
     // Kernels without a public op of their own.
     for (UnaryOp op : {UnaryOp::reciprocal, UnaryOp::sign}) {
-      INFO(ctx(unary_op_name(op), t));
+      INFO(ctx(op_name(op), t));
       Tensor og = Tensor::empty(x.shape(), t, kGpu), oc = Tensor::empty(x.shape(), t);
       backend_for(kGpu).unary(op, xg, og, 0, 0);
       backend_for(kCpu).unary(op, x, oc, 0, 0);
@@ -278,7 +278,7 @@ TEST_CASE("cuda: binary ops with broadcasting, scalars and NaN") {
     // Fused backward kernels.
     for (BinaryOp op : {BinaryOp::gelu_backward, BinaryOp::tanh_backward, BinaryOp::sigmoid_backward,
                         BinaryOp::relu_backward}) {
-      INFO(std::string(binary_op_name(op)));
+      INFO(std::string(op_name(op)));
       const Tensor x = random_tensor({40, 30}, 8, t), gy = random_tensor({40, 30}, 10, t);
       Tensor og = Tensor::empty(x.shape(), t, kGpu), oc = Tensor::empty(x.shape(), t);
       backend_for(kGpu).binary(op, x.to(kGpu), gy.to(kGpu), og);

@@ -1,15 +1,17 @@
 // CPU elementwise kernels: unary, binary (operands already broadcast), where.
 //
-// Each op becomes a lambda instantiated per dtype; the strided loop hands it contiguous runs,
-// where the plain `for` vectorises.
+// Each op of the table becomes a lambda instantiated per dtype; the strided loop hands it
+// contiguous runs, where the plain `for` vectorises.
 #include <cmath>
 #include <limits>
 
 #include "core/cpu/loops.h"
-#include "core/cpu/scalar_math.h"
+#include "core/cpu/cpu_math.h"
+#include "core/op_table.h"
 
 namespace lathe {
 
+using cpu::CpuMath;
 using cpu::elementwise_loop;
 
 namespace {
@@ -64,98 +66,49 @@ void map2(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
 
 }  // namespace
 
+// Both dispatchers are generated from the op table (core/op_table.h): one switch case per entry,
+// compiled only for the dtypes the entry is defined for. The op layer has checked the operands
+// (dtypes, shapes, devices) and that the op is defined for their dtype. The case macros stand
+// outside the functions because a directive cannot sit inside the dispatch macro's argument.
+#define LATHE_CPU_UNARY_(entry)                                                                      \
+  case UnaryOp::entry:                                                                               \
+    if constexpr (op_table::defined_for<op_table::entry, C>())                                       \
+      return map1<T, T>(x, out, [s](C v) { return op_table::entry::apply<CpuMath>(v, s); });        \
+    break;
+
+#define LATHE_CPU_BINARY_(entry)                                                                     \
+  case BinaryOp::entry:                                                                              \
+    if constexpr (op_table::defined_for<op_table::entry, C>()) {                                     \
+      using Out = std::conditional_t<op_table::entry::predicate, bool, T>;                           \
+      return map2<Out, T>(a, b, out, [](C x, C y) { return op_table::entry::apply<CpuMath>(x, y); }); \
+    }                                                                                                \
+    break;
+
 void CpuBackend::unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1) {
-  LATHE_CHECK(x.dtype() == out.dtype(), "unary ", unary_op_name(op), ": dtypes differ");
-  LATHE_DISPATCH_ALL(x.dtype(), unary_op_name(op), [&]<class T>() {
+  LATHE_DISPATCH_ALL(x.dtype(), op_name(op), [&]<class T>() {
     using C = typename compute_type<T>::type;
-    const C a = static_cast<C>(p0), b = static_cast<C>(p1);
+    const OpScalars<C> s = op_scalars<C>(p0, p1);
     switch (op) {
-      case UnaryOp::neg: return map1<T, T>(x, out, [](C v) { return C(-v); });
-      case UnaryOp::abs: return map1<T, T>(x, out, [](C v) { return v < C(0) ? C(-v) : v; });
-      case UnaryOp::square: return map1<T, T>(x, out, [](C v) { return C(v * v); });
-      case UnaryOp::sign:
-        return map1<T, T>(x, out, [](C v) { return C((C(0) < v) - (v < C(0))); });
-      case UnaryOp::relu: return map1<T, T>(x, out, [](C v) { return v > C(0) ? v : C(0); });
-      case UnaryOp::affine: return map1<T, T>(x, out, [a, b](C v) { return C(v * a + b); });
-      case UnaryOp::clamp: {
-        const bool has_lo = !std::isnan(p0), has_hi = !std::isnan(p1);
-        return map1<T, T>(x, out, [=](C v) {
-          if (has_lo && v < a) v = a;
-          if (has_hi && v > b) v = b;
-          return v;
-        });
-      }
-      default: break;
+      LATHE_UNARY_OPS(LATHE_CPU_UNARY_)
     }
-    if constexpr (std::is_floating_point_v<C>) {
-      switch (op) {
-        case UnaryOp::exp: return map1<T, T>(x, out, [](C v) { return std::exp(v); });
-        case UnaryOp::log: return map1<T, T>(x, out, [](C v) { return std::log(v); });
-        case UnaryOp::sqrt: return map1<T, T>(x, out, [](C v) { return std::sqrt(v); });
-        case UnaryOp::rsqrt: return map1<T, T>(x, out, [](C v) { return C(1) / std::sqrt(v); });
-        case UnaryOp::tanh: return map1<T, T>(x, out, [](C v) { return math::tanh_of(v); });
-        case UnaryOp::gelu: return map1<T, T>(x, out, [](C v) { return math::gelu(v); });
-        case UnaryOp::sigmoid: return map1<T, T>(x, out, [](C v) { return math::sigmoid(v); });
-        case UnaryOp::reciprocal: return map1<T, T>(x, out, [](C v) { return C(1) / v; });
-        case UnaryOp::pow_scalar: return map1<T, T>(x, out, [a](C v) { return std::pow(v, a); });
-        default: break;
-      }
-    }
-    LATHE_FAIL("unary ", unary_op_name(op), ": not defined for dtype ", dtype_name(x.dtype()));
+    LATHE_FAIL("unary ", op_name(op), ": not defined for dtype ", dtype_name(x.dtype()));
   });
 }
 
 void CpuBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  LATHE_CHECK(a.dtype() == b.dtype(), "binary ", binary_op_name(op), ": operand dtypes differ (",
-              a.dtype(), ", ", b.dtype(), ")");
-  const bool comparison = op >= BinaryOp::eq && op <= BinaryOp::ge;
-  LATHE_CHECK(out.dtype() == (comparison ? DType::b8 : a.dtype()), "binary ", binary_op_name(op),
-              ": output dtype ", out.dtype(), " does not match");
-  LATHE_DISPATCH_ALL(a.dtype(), binary_op_name(op), [&]<class T>() {
+  LATHE_DISPATCH_ALL(a.dtype(), op_name(op), [&]<class T>() {
     using C = typename compute_type<T>::type;
     switch (op) {
-      case BinaryOp::add: return map2<T, T>(a, b, out, [](C x, C y) { return C(x + y); });
-      case BinaryOp::sub: return map2<T, T>(a, b, out, [](C x, C y) { return C(x - y); });
-      case BinaryOp::mul: return map2<T, T>(a, b, out, [](C x, C y) { return C(x * y); });
-      case BinaryOp::maximum:
-        return map2<T, T>(a, b, out, [](C x, C y) { return (x != x || x > y) ? x : y; });
-      case BinaryOp::minimum:
-        return map2<T, T>(a, b, out, [](C x, C y) { return (x != x || x < y) ? x : y; });
-      case BinaryOp::eq: return map2<bool, T>(a, b, out, [](C x, C y) { return x == y; });
-      case BinaryOp::ne: return map2<bool, T>(a, b, out, [](C x, C y) { return x != y; });
-      case BinaryOp::lt: return map2<bool, T>(a, b, out, [](C x, C y) { return x < y; });
-      case BinaryOp::le: return map2<bool, T>(a, b, out, [](C x, C y) { return x <= y; });
-      case BinaryOp::gt: return map2<bool, T>(a, b, out, [](C x, C y) { return x > y; });
-      case BinaryOp::ge: return map2<bool, T>(a, b, out, [](C x, C y) { return x >= y; });
-      case BinaryOp::relu_backward:
-        return map2<T, T>(a, b, out, [](C x, C g) { return x > C(0) ? g : C(0); });
-      default: break;
+      LATHE_BINARY_OPS(LATHE_CPU_BINARY_)
     }
-    if constexpr (std::is_integral_v<C> && !std::is_same_v<C, bool>) {
-      if (op == BinaryOp::div) {
-        // The op layer refuses zero divisors before calling (a throw cannot leave an OpenMP loop).
-        return map2<T, T>(a, b, out, [](C x, C y) { return y == 0 ? C(0) : C(x / y); });
-      }
-    }
-    if constexpr (std::is_floating_point_v<C>) {
-      switch (op) {
-        case BinaryOp::div: return map2<T, T>(a, b, out, [](C x, C y) { return x / y; });
-        case BinaryOp::pow: return map2<T, T>(a, b, out, [](C x, C y) { return std::pow(x, y); });
-        case BinaryOp::gelu_backward:
-          return map2<T, T>(a, b, out, [](C x, C g) { return math::gelu_backward(x, g); });
-        case BinaryOp::tanh_backward:
-          return map2<T, T>(a, b, out, [](C y, C g) { return g * (C(1) - y * y); });
-        case BinaryOp::sigmoid_backward:
-          return map2<T, T>(a, b, out, [](C y, C g) { return g * y * (C(1) - y); });
-        default: break;
-      }
-    }
-    LATHE_FAIL("binary ", binary_op_name(op), ": not defined for dtype ", dtype_name(a.dtype()));
+    LATHE_FAIL("binary ", op_name(op), ": not defined for dtype ", dtype_name(a.dtype()));
   });
 }
 
+#undef LATHE_CPU_UNARY_
+#undef LATHE_CPU_BINARY_
+
 void CpuBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
-  LATHE_CHECK(cond.dtype() == DType::b8, "where: condition must be bool, got ", cond.desc());
   std::array<const Strides*, 4> st{&out.strides(), &cond.strides(), &a.strides(), &b.strides()};
   std::array<char*, 4> base{static_cast<char*>(out.data_ptr()), static_cast<char*>(cond.data_ptr()),
                             static_cast<char*>(a.data_ptr()), static_cast<char*>(b.data_ptr())};

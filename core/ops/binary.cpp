@@ -10,16 +10,17 @@ namespace {
 
 // Checks devices, broadcasts shapes, promotes dtypes and runs the kernel on detached operands.
 Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b) {
-  const char* name = binary_op_name(op);
+  const char* name = op_name(op);
   check_same_device(name, {a, b});
   Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
   DType t = promote(a.dtype(), b.dtype());
   // Division is true division, as torch's `/`: integer (and bool) operands divide in f32.
   if (op == BinaryOp::div && !is_floating(t)) t = DType::f32;
+  LATHE_CHECK(op_dtypes(op) != OpDTypes::floating || is_floating(t), name, ": not defined for dtype ",
+              dtype_name(t));
   Tensor ad = a.detach().to(t).expand(shape);
   Tensor bd = b.detach().to(t).expand(shape);
-  const bool comparison = op >= BinaryOp::eq && op <= BinaryOp::ge;
-  Tensor out = Tensor::empty(shape, comparison ? DType::b8 : t, a.device());
+  Tensor out = Tensor::empty(shape, is_predicate(op) ? DType::b8 : t, a.device());
   if (out.numel() > 0) backend_for(out.device()).binary(op, ad, bd, out);
   return out;
 }
@@ -91,7 +92,7 @@ Tensor pow(const Tensor& a, const Tensor& b) {
 // maximum/minimum: the gradient goes to the larger (smaller) operand, split evenly on ties.
 static Tensor extremum(BinaryOp op, const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(op, a, b);
-  return record(binary_op_name(op), out, {a, b}, [op, a = a.detach(), b = b.detach(), na = a.requires_grad(),
+  return record(op_name(op), out, {a, b}, [op, a = a.detach(), b = b.detach(), na = a.requires_grad(),
                                                    nb = b.requires_grad()](const Tensor& g) {
     Tensor a_wins = (op == BinaryOp::maximum ? gt(a, b) : lt(a, b)).to(g.dtype());
     Tensor half_tie = mul(eq(a, b).to(g.dtype()), 0.5);

@@ -31,4 +31,14 @@ void check_floating(const char* op, const Tensor& t, const char* what) {
   LATHE_CHECK(is_floating(t.dtype()), op, ": ", what, " must be a floating tensor, got ", t.desc());
 }
 
+void check_op_dtype(const char* op, OpDTypes dtypes, const Tensor& t) {
+  switch (dtypes) {
+    case OpDTypes::floating: return check_floating(op, t);
+    case OpDTypes::numeric:
+      LATHE_CHECK(t.dtype() != DType::b8, op, ": not defined for dtype ", dtype_name(t.dtype()));
+      return;
+    case OpDTypes::all: return;
+  }
+}
+
 }  // namespace lathe

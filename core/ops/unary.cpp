@@ -8,15 +8,19 @@
 namespace lathe {
 
 namespace {
+// Checks that the op table defines `op` for x's dtype and runs the kernel on the detached input.
 Tensor unary_kernel(UnaryOp op, const Tensor& x, double p0 = 0, double p1 = 0) {
+  check_op_dtype(op_name(op), op_dtypes(op), x);
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (out.numel() > 0) backend_for(x.device()).unary(op, x.detach(), out, p0, p1);
   return out;
 }
 
-Tensor float_unary(UnaryOp op, const Tensor& x, double p0 = 0) {
-  check_floating(unary_op_name(op), x);
-  return unary_kernel(op, x, p0);
+// A backward rule of the op table, one elementwise pass: gx = rule(saved, g).
+Tensor backward_kernel(BinaryOp rule, const Tensor& saved, const Tensor& g) {
+  Tensor gx = Tensor::empty(g.shape(), g.dtype(), g.device());
+  if (gx.numel() > 0) backend_for(g.device()).binary(rule, saved, g, gx);
+  return gx;
 }
 }  // namespace
 
@@ -26,24 +30,24 @@ Tensor neg(const Tensor& x) {
 }
 
 Tensor exp(const Tensor& x) {
-  Tensor y = float_unary(UnaryOp::exp, x);
+  Tensor y = unary_kernel(UnaryOp::exp, x);
   return record("exp", y, {x}, [y = y.detach()](const Tensor& g) { return std::vector<Tensor>{mul(g, y)}; });
 }
 
 Tensor log(const Tensor& x) {
-  Tensor y = float_unary(UnaryOp::log, x);
+  Tensor y = unary_kernel(UnaryOp::log, x);
   return record("log", y, {x}, [x = x.detach()](const Tensor& g) { return std::vector<Tensor>{div(g, x)}; });
 }
 
 Tensor sqrt(const Tensor& x) {
-  Tensor y = float_unary(UnaryOp::sqrt, x);
+  Tensor y = unary_kernel(UnaryOp::sqrt, x);
   return record("sqrt", y, {x}, [y = y.detach()](const Tensor& g) {
     return std::vector<Tensor>{div(g, mul(y, 2.0))};
   });
 }
 
 Tensor rsqrt(const Tensor& x) {
-  Tensor y = float_unary(UnaryOp::rsqrt, x);
+  Tensor y = unary_kernel(UnaryOp::rsqrt, x);
   // d/dx x^(-1/2) = -1/2 x^(-3/2) = -1/2 y^3
   return record("rsqrt", y, {x}, [y = y.detach()](const Tensor& g) {
     return std::vector<Tensor>{mul(g, mul(pow(y, 3.0), -0.5))};
@@ -51,38 +55,37 @@ Tensor rsqrt(const Tensor& x) {
 }
 
 Tensor tanh(const Tensor& x) {
-  Tensor y = float_unary(UnaryOp::tanh, x);
+  Tensor y = unary_kernel(UnaryOp::tanh, x);
   return record("tanh", y, {x}, [y = y.detach()](const Tensor& g) {
-    Tensor gx = Tensor::empty(g.shape(), g.dtype(), g.device());
-    backend_for(g.device()).binary(BinaryOp::tanh_backward, y, g.contiguous(), gx);
-    return std::vector<Tensor>{gx};
+    return std::vector<Tensor>{backward_kernel(BinaryOp::tanh_backward, y, g)};
   });
 }
 
 Tensor gelu(const Tensor& x) {
-  Tensor y = float_unary(UnaryOp::gelu, x);
+  Tensor y = unary_kernel(UnaryOp::gelu, x);
   return record("gelu", y, {x}, [x = x.detach()](const Tensor& g) {
-    Tensor gx = Tensor::empty(g.shape(), g.dtype(), g.device());
-    backend_for(g.device()).binary(BinaryOp::gelu_backward, x, g, gx);
-    return std::vector<Tensor>{gx};
+    return std::vector<Tensor>{backward_kernel(BinaryOp::gelu_backward, x, g)};
   });
 }
 
 Tensor sigmoid(const Tensor& x) {
-  Tensor y = float_unary(UnaryOp::sigmoid, x);
+  Tensor y = unary_kernel(UnaryOp::sigmoid, x);
   return record("sigmoid", y, {x}, [y = y.detach()](const Tensor& g) {
-    Tensor gx = Tensor::empty(g.shape(), g.dtype(), g.device());
-    backend_for(g.device()).binary(BinaryOp::sigmoid_backward, y, g, gx);
-    return std::vector<Tensor>{gx};
+    return std::vector<Tensor>{backward_kernel(BinaryOp::sigmoid_backward, y, g)};
+  });
+}
+
+Tensor silu(const Tensor& x) {
+  Tensor y = unary_kernel(UnaryOp::silu, x);
+  return record("silu", y, {x}, [x = x.detach()](const Tensor& g) {
+    return std::vector<Tensor>{backward_kernel(BinaryOp::silu_backward, x, g)};
   });
 }
 
 Tensor relu(const Tensor& x) {
   Tensor y = unary_kernel(UnaryOp::relu, x);
   return record("relu", y, {x}, [x = x.detach()](const Tensor& g) {
-    Tensor gx = Tensor::empty(g.shape(), g.dtype(), g.device());
-    backend_for(g.device()).binary(BinaryOp::relu_backward, x, g, gx);
-    return std::vector<Tensor>{gx};
+    return std::vector<Tensor>{backward_kernel(BinaryOp::relu_backward, x, g)};
   });
 }
 
@@ -101,7 +104,7 @@ Tensor square(const Tensor& x) {
 }
 
 Tensor pow(const Tensor& x, double p) {
-  Tensor y = float_unary(UnaryOp::pow_scalar, x, p);
+  Tensor y = unary_kernel(UnaryOp::pow_scalar, x, p);
   return record("pow", y, {x}, [x = x.detach(), p](const Tensor& g) {
     // x^0 is constant: its gradient is 0 even at x == 0, where p x^(p-1) would be 0 * inf.
     if (p == 0.0) return std::vector<Tensor>{Tensor::zeros(g.shape(), g.dtype(), g.device())};

@@ -1,0 +1,26 @@
+// The math library the op table's formulas (core/op_table.h) use on the CPU. f32 tanh is the
+// vectorisable one of row_math.h (glibc's tanhf does not vectorise, and the activations of a
+// training step spend most of their time in it); everything else is the standard library's. f64
+// keeps the library's tanh too, so gradchecks see no approximation.
+#pragma once
+
+#include <cmath>
+
+#include "core/cpu/row_math.h"
+
+namespace lathe::cpu {
+
+struct CpuMath {
+  static LATHE_CPU_INLINE float exp(float x) { return std::exp(x); }
+  static LATHE_CPU_INLINE double exp(double x) { return std::exp(x); }
+  static LATHE_CPU_INLINE float log(float x) { return std::log(x); }
+  static LATHE_CPU_INLINE double log(double x) { return std::log(x); }
+  static LATHE_CPU_INLINE float sqrt(float x) { return std::sqrt(x); }
+  static LATHE_CPU_INLINE double sqrt(double x) { return std::sqrt(x); }
+  static LATHE_CPU_INLINE float tanh(float x) { return tanh_f32(x); }
+  static LATHE_CPU_INLINE double tanh(double x) { return std::tanh(x); }
+  static LATHE_CPU_INLINE float pow(float x, float y) { return std::pow(x, y); }
+  static LATHE_CPU_INLINE double pow(double x, double y) { return std::pow(x, y); }
+};
+
+}  // namespace lathe::cpu

@@ -1,0 +1,384 @@
+// The elementwise ops of lathe, one entry each: its name, the dtypes it is defined for, and its
+// scalar arithmetic, written once. Everything else about an elementwise op is generated from this
+// table: the UnaryOp / BinaryOp enums, their names, the dtype checks of the op layer, and the
+// dispatch of both backends (core/cpu/elementwise.cpp and cuda/elementwise.cu).
+//
+// The header depends on nothing but the standard library, because nvcc includes it too and must
+// never parse Eigen or lathe's tensor headers.
+//
+// Each entry's `apply` is a template over the math library `M` (exp, log, sqrt, tanh, pow) and
+// the compute type `C` (f32 for 16-bit floats, else the element type). The backends pass their own
+// math: the CPU a vectorisable tanh (core/cpu/cpu_math.h), CUDA the device library
+// (cuda/device_common.cuh). A 16-bit element is widened to f32, computed, and rounded once.
+//
+// Adding an elementwise op takes three places: an entry here (the struct and its line in the
+// list at the bottom), its public function with the backward rule beside it in core/ops/, and a
+// line in the op test registry (tests/test_op_cases.cpp).
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#if defined(__CUDACC__)
+#define LATHE_SCALAR __host__ __device__ __forceinline__
+#else
+#define LATHE_SCALAR inline __attribute__((always_inline))
+#endif
+
+namespace lathe {
+
+// The dtypes an op is defined for.
+enum class OpDTypes : uint8_t {
+  all,       // every dtype, bool included
+  numeric,   // every dtype but bool
+  floating,  // f32, f64, bf16, f16
+};
+
+// The scalar operands of a parametrised unary op (pow's exponent, clamp's bounds, affine's scale
+// and shift) in the compute type. An absent clamp bound has has_p0 / has_p1 false.
+template <class C>
+struct OpScalars {
+  C p0{}, p1{};
+  bool has_p0 = true, has_p1 = true;
+};
+
+// The host's scalars as a kernel takes them; a NaN means "absent" (a clamp bound left out).
+template <class C>
+constexpr OpScalars<C> op_scalars(double p0, double p1) {
+  OpScalars<C> s;
+  s.has_p0 = !(p0 != p0);
+  s.has_p1 = !(p1 != p1);
+  s.p0 = s.has_p0 ? static_cast<C>(p0) : C(0);
+  s.p1 = s.has_p1 ? static_cast<C>(p1) : C(0);
+  return s;
+}
+
+namespace op_table {
+
+// ---------------------------------------------------------------- unary: y = f(x)
+
+struct neg {
+  static constexpr const char* name = "neg";
+  static constexpr OpDTypes dtypes = OpDTypes::all;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, const OpScalars<C>&) { return C(-x); }
+};
+
+struct exp {
+  static constexpr const char* name = "exp";
+  static constexpr OpDTypes dtypes = OpDTypes::floating;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, const OpScalars<C>&) { return M::exp(x); }
+};
+
+struct log {
+  static constexpr const char* name = "log";
+  static constexpr OpDTypes dtypes = OpDTypes::floating;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, const OpScalars<C>&) { return M::log(x); }
+};
+
+struct sqrt {
+  static constexpr const char* name = "sqrt";
+  static constexpr OpDTypes dtypes = OpDTypes::floating;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, const OpScalars<C>&) { return M::sqrt(x); }
+};
+
+struct rsqrt {
+  static constexpr const char* name = "rsqrt";
+  static constexpr OpDTypes dtypes = OpDTypes::floating;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, const OpScalars<C>&) { return C(1) / M::sqrt(x); }
+};
+
+struct tanh {
+  static constexpr const char* name = "tanh";
+  static constexpr OpDTypes dtypes = OpDTypes::floating;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, const OpScalars<C>&) { return M::tanh(x); }
+};
+
+// GPT-2's GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+struct gelu {
+  static constexpr const char* name = "gelu";
+  static constexpr OpDTypes dtypes = OpDTypes::floating;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, const OpScalars<C>&) {
+    const C k = C(0.7978845608028654);  // sqrt(2 / pi)
+    const C c = C(0.044715);
+    return C(0.5) * x * (C(1) + M::tanh(k * (x + c * x * x * x)));
+  }
+};
+
+struct sigmoid {
+  static constexpr const char* name = "sigmoid";
+  static constexpr OpDTypes dtypes = OpDTypes::floating;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, const OpScalars<C>&) {
+    return C(1) / (C(1) + M::exp(-x));
+  }
+};
+
+// SiLU (swish): x * sigmoid(x), written as PyTorch computes it.
+struct silu {
+  static constexpr const char* name = "silu";
+  static constexpr OpDTypes dtypes = OpDTypes::floating;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, const OpScalars<C>&) {
+    return x / (C(1) + M::exp(-x));
+  }
+};
+
+struct relu {
+  static constexpr const char* name = "relu";
+  static constexpr OpDTypes dtypes = OpDTypes::all;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, const OpScalars<C>&) { return x > C(0) ? x : C(0); }
+};
+
+struct abs {
+  static constexpr const char* name = "abs";
+  static constexpr OpDTypes dtypes = OpDTypes::all;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, const OpScalars<C>&) { return x < C(0) ? C(-x) : x; }
+};
+
+struct square {
+  static constexpr const char* name = "square";
+  static constexpr OpDTypes dtypes = OpDTypes::all;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, const OpScalars<C>&) { return C(x * x); }
+};
+
+struct reciprocal {
+  static constexpr const char* name = "reciprocal";
+  static constexpr OpDTypes dtypes = OpDTypes::floating;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, const OpScalars<C>&) { return C(1) / x; }
+};
+
+struct sign {
+  static constexpr const char* name = "sign";
+  static constexpr OpDTypes dtypes = OpDTypes::all;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, const OpScalars<C>&) {
+    return C((C(0) < x) - (x < C(0)));
+  }
+};
+
+// x ** p0 (a scalar exponent; the tensor exponent is the binary pow).
+struct pow_scalar {
+  static constexpr const char* name = "pow";
+  static constexpr OpDTypes dtypes = OpDTypes::floating;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, const OpScalars<C>& s) { return M::pow(x, s.p0); }
+};
+
+// min(max(x, p0), p1); either bound may be absent.
+struct clamp {
+  static constexpr const char* name = "clamp";
+  static constexpr OpDTypes dtypes = OpDTypes::all;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, const OpScalars<C>& s) {
+    if (s.has_p0 && x < s.p0) x = s.p0;
+    if (s.has_p1 && x > s.p1) x = s.p1;
+    return x;
+  }
+};
+
+// x * p0 + p1: scalar arithmetic without a second tensor.
+struct affine {
+  static constexpr const char* name = "affine";
+  static constexpr OpDTypes dtypes = OpDTypes::all;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, const OpScalars<C>& s) { return C(x * s.p0 + s.p1); }
+};
+
+// ---------------------------------------------------------------- binary: z = f(x, y)
+// Operands are broadcast to the output's shape before the kernel runs. `predicate` ops write bool.
+
+struct add {
+  static constexpr const char* name = "add";
+  static constexpr OpDTypes dtypes = OpDTypes::all;
+  static constexpr bool predicate = false;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, C y) { return C(x + y); }
+};
+
+struct sub {
+  static constexpr const char* name = "sub";
+  static constexpr OpDTypes dtypes = OpDTypes::all;
+  static constexpr bool predicate = false;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, C y) { return C(x - y); }
+};
+
+struct mul {
+  static constexpr const char* name = "mul";
+  static constexpr OpDTypes dtypes = OpDTypes::all;
+  static constexpr bool predicate = false;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, C y) { return C(x * y); }
+};
+
+// Integer division truncates; the op layer refuses a zero divisor before any kernel runs (a
+// kernel cannot throw), and the 0 here only keeps a stray one from trapping.
+struct div {
+  static constexpr const char* name = "div";
+  static constexpr OpDTypes dtypes = OpDTypes::numeric;
+  static constexpr bool predicate = false;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, C y) {
+    if constexpr (std::is_integral_v<C>) return y == 0 ? C(0) : C(x / y);
+    else return x / y;
+  }
+};
+
+struct pow {
+  static constexpr const char* name = "pow";
+  static constexpr OpDTypes dtypes = OpDTypes::floating;
+  static constexpr bool predicate = false;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, C y) { return M::pow(x, y); }
+};
+
+// NaN wins, as torch.maximum and torch.minimum.
+struct maximum {
+  static constexpr const char* name = "maximum";
+  static constexpr OpDTypes dtypes = OpDTypes::all;
+  static constexpr bool predicate = false;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, C y) { return (x != x || x > y) ? x : y; }
+};
+
+struct minimum {
+  static constexpr const char* name = "minimum";
+  static constexpr OpDTypes dtypes = OpDTypes::all;
+  static constexpr bool predicate = false;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, C y) { return (x != x || x < y) ? x : y; }
+};
+
+#define LATHE_COMPARISON_(op_name, expr)                                      \
+  struct op_name {                                                            \
+    static constexpr const char* name = #op_name;                             \
+    static constexpr OpDTypes dtypes = OpDTypes::all;                         \
+    static constexpr bool predicate = true;                                   \
+    template <class M, class C> LATHE_SCALAR static bool apply(C x, C y) { return expr; } \
+  };
+LATHE_COMPARISON_(eq, x == y)
+LATHE_COMPARISON_(ne, x != y)
+LATHE_COMPARISON_(lt, x < y)
+LATHE_COMPARISON_(le, x <= y)
+LATHE_COMPARISON_(gt, x > y)
+LATHE_COMPARISON_(ge, x >= y)
+#undef LATHE_COMPARISON_
+
+// Backward rules that run as one elementwise pass: x is the forward input (or its output, as
+// named), g the incoming gradient.
+struct gelu_backward {  // x = the input
+  static constexpr const char* name = "gelu_backward";
+  static constexpr OpDTypes dtypes = OpDTypes::floating;
+  static constexpr bool predicate = false;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, C g) {
+    const C k = C(0.7978845608028654);
+    const C c = C(0.044715);
+    const C u = k * (x + c * x * x * x);
+    const C th = M::tanh(u);
+    const C sech2 = C(1) - th * th;
+    const C du = k * (C(1) + C(3) * c * x * x);
+    return g * (C(0.5) * (C(1) + th) + C(0.5) * x * sech2 * du);
+  }
+};
+
+struct tanh_backward {  // y = tanh(x)
+  static constexpr const char* name = "tanh_backward";
+  static constexpr OpDTypes dtypes = OpDTypes::floating;
+  static constexpr bool predicate = false;
+  template <class M, class C> LATHE_SCALAR static C apply(C y, C g) { return g * (C(1) - y * y); }
+};
+
+struct sigmoid_backward {  // y = sigmoid(x)
+  static constexpr const char* name = "sigmoid_backward";
+  static constexpr OpDTypes dtypes = OpDTypes::floating;
+  static constexpr bool predicate = false;
+  template <class M, class C> LATHE_SCALAR static C apply(C y, C g) { return g * y * (C(1) - y); }
+};
+
+// d/dx x sigmoid(x) = s (1 + x (1 - s)) with s = sigmoid(x); x = the input.
+struct silu_backward {
+  static constexpr const char* name = "silu_backward";
+  static constexpr OpDTypes dtypes = OpDTypes::floating;
+  static constexpr bool predicate = false;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, C g) {
+    const C s = C(1) / (C(1) + M::exp(-x));
+    return g * (s * (C(1) + x * (C(1) - s)));
+  }
+};
+
+struct relu_backward {  // x = the input
+  static constexpr const char* name = "relu_backward";
+  static constexpr OpDTypes dtypes = OpDTypes::all;
+  static constexpr bool predicate = false;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, C g) { return x > C(0) ? g : C(0); }
+};
+
+// ---------------------------------------------------------------- the lists
+// X(entry) for every op; the enums below and both backends' dispatch expand them.
+
+#define LATHE_UNARY_OPS(X)                                                                   \
+  X(neg) X(exp) X(log) X(sqrt) X(rsqrt) X(tanh) X(gelu) X(sigmoid) X(silu) X(relu) X(abs) \
+  X(square) X(reciprocal) X(sign) X(pow_scalar) X(clamp) X(affine)
+
+#define LATHE_BINARY_OPS(X)                                                                      \
+  X(add) X(sub) X(mul) X(div) X(pow) X(maximum) X(minimum) X(eq) X(ne) X(lt) X(le) X(gt) X(ge) \
+  X(gelu_backward) X(tanh_backward) X(sigmoid_backward) X(silu_backward) X(relu_backward)
+
+// Whether entry Op has a kernel for compute type C (bool is its own compute type).
+template <class Op, class C>
+constexpr bool defined_for() {
+  if constexpr (Op::dtypes == OpDTypes::floating) return std::is_floating_point_v<C>;
+  else if constexpr (Op::dtypes == OpDTypes::numeric) return !std::is_same_v<C, bool>;
+  else return true;
+}
+
+}  // namespace op_table
+
+#define LATHE_OP_ENUMERATOR_(entry) entry,
+enum class UnaryOp : uint8_t { LATHE_UNARY_OPS(LATHE_OP_ENUMERATOR_) };
+enum class BinaryOp : uint8_t { LATHE_BINARY_OPS(LATHE_OP_ENUMERATOR_) };
+#undef LATHE_OP_ENUMERATOR_
+
+// Reductions (kernels in core/cpu/reduce.cpp and cuda/reduce.cu); argmax/argmin write i64.
+enum class ReduceOp : uint8_t { sum, max, min, argmax, argmin };
+
+// Facts generated from the table, for the op layer and the backends' host code.
+constexpr const char* op_name(UnaryOp op) {
+  switch (op) {
+#define LATHE_OP_NAME_(entry) \
+  case UnaryOp::entry: return op_table::entry::name;
+    LATHE_UNARY_OPS(LATHE_OP_NAME_)
+#undef LATHE_OP_NAME_
+  }
+  return "?";
+}
+
+constexpr const char* op_name(BinaryOp op) {
+  switch (op) {
+#define LATHE_OP_NAME_(entry) \
+  case BinaryOp::entry: return op_table::entry::name;
+    LATHE_BINARY_OPS(LATHE_OP_NAME_)
+#undef LATHE_OP_NAME_
+  }
+  return "?";
+}
+
+constexpr OpDTypes op_dtypes(UnaryOp op) {
+  switch (op) {
+#define LATHE_OP_DTYPES_(entry) \
+  case UnaryOp::entry: return op_table::entry::dtypes;
+    LATHE_UNARY_OPS(LATHE_OP_DTYPES_)
+#undef LATHE_OP_DTYPES_
+  }
+  return OpDTypes::all;
+}
+
+constexpr OpDTypes op_dtypes(BinaryOp op) {
+  switch (op) {
+#define LATHE_OP_DTYPES_(entry) \
+  case BinaryOp::entry: return op_table::entry::dtypes;
+    LATHE_BINARY_OPS(LATHE_OP_DTYPES_)
+#undef LATHE_OP_DTYPES_
+  }
+  return OpDTypes::all;
+}
+
+// Whether a binary op writes bool (comparisons) rather than its operands' dtype.
+constexpr bool is_predicate(BinaryOp op) {
+  switch (op) {
+#define LATHE_OP_PREDICATE_(entry) \
+  case BinaryOp::entry: return op_table::entry::predicate;
+    LATHE_BINARY_OPS(LATHE_OP_PREDICATE_)
+#undef LATHE_OP_PREDICATE_
+  }
+  return false;
+}
+
+}  // namespace lathe
