@@ -5,6 +5,7 @@
 #include <cstring>
 #include <iomanip>
 #include <numeric>
+#include <optional>
 #include <ostream>
 #include <sstream>
 
@@ -121,71 +122,85 @@ void* Tensor::data_ptr() const {
 
 // ---------------------------------------------------------------- views
 
-Tensor Tensor::view(const Shape& shape_in) const {
-  Shape shape = shape_in;
+namespace {
+
+// `requested` with its -1 dim (if any) inferred for a tensor of t's size; errors name the shape.
+Shape resolve_view_shape(const Tensor& t, const Shape& requested) {
+  Shape shape = requested;
   int64_t infer = -1, known = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
-      LATHE_CHECK(infer < 0, "view: only one dimension can be -1 in ", shape_str(shape_in));
+      LATHE_CHECK(infer < 0, "view: only one dimension can be -1 in ", shape_str(requested));
       infer = int64_t(i);
     } else {
-      LATHE_CHECK(shape[i] >= 0, "view: invalid shape ", shape_str(shape_in));
+      LATHE_CHECK(shape[i] >= 0, "view: invalid shape ", shape_str(requested));
       known *= shape[i];
     }
   }
   if (infer >= 0) {
-    LATHE_CHECK(known != 0 && numel() % known == 0, "view: shape ", shape_str(shape_in),
-                " is invalid for a tensor of ", numel(), " elements ", desc());
-    shape[size_t(infer)] = numel() / known;
+    LATHE_CHECK(known != 0 && t.numel() % known == 0, "view: shape ", shape_str(requested),
+                " is invalid for a tensor of ", t.numel(), " elements ", t.desc());
+    shape[size_t(infer)] = t.numel() / known;
   }
-  LATHE_CHECK(numel_of(shape) == numel(), "view: shape ", shape_str(shape_in), " is invalid for ",
-              desc(), " (", numel(), " elements)");
-  // Compute strides for the new shape when the old layout allows it (groups of dims that are
-  // contiguous among themselves can be split or merged), as PyTorch's computeStride does.
+  LATHE_CHECK(numel_of(shape) == t.numel(), "view: shape ", shape_str(requested), " is invalid for ", t.desc(),
+              " (", t.numel(), " elements)");
+  return shape;
+}
+
+// The strides that show t as `shape` (same element count) without copying, or nullopt when its
+// layout does not allow it. Groups of dims that are contiguous among themselves can be split or
+// merged, as PyTorch's computeStride does.
+std::optional<Strides> view_strides(const Tensor& t, const Shape& shape) {
+  if (t.numel() == 0 || t.is_contiguous()) return contiguous_strides(shape);
   Strides new_strides(shape.size());
-  const Shape& os = this->shape();
-  const Strides& ost = strides();
-  bool ok = true;
-  if (numel() == 0 || is_contiguous()) {
-    new_strides = contiguous_strides(shape);
-  } else {
-    int64_t view_d = int64_t(shape.size()) - 1;
-    int64_t chunk_base_stride = ost.empty() ? 1 : ost.back();
-    int64_t tensor_numel = 1, view_numel = 1;
-    for (int64_t tensor_d = int64_t(os.size()) - 1; tensor_d >= 0; tensor_d--) {
-      tensor_numel *= os[size_t(tensor_d)];
-      if (tensor_d == 0 ||
-          (os[size_t(tensor_d - 1)] != 1 && ost[size_t(tensor_d - 1)] != tensor_numel * chunk_base_stride)) {
-        while (view_d >= 0 && (view_numel < tensor_numel || shape[size_t(view_d)] == 1)) {
-          new_strides[size_t(view_d)] = view_numel * chunk_base_stride;
-          view_numel *= shape[size_t(view_d)];
-          view_d--;
-        }
-        if (view_numel != tensor_numel) { ok = false; break; }
-        if (tensor_d > 0) {
-          chunk_base_stride = ost[size_t(tensor_d - 1)];
-          tensor_numel = 1;
-          view_numel = 1;
-        }
+  const Shape& os = t.shape();
+  const Strides& ost = t.strides();
+  int64_t view_d = int64_t(shape.size()) - 1;
+  int64_t chunk_base_stride = ost.empty() ? 1 : ost.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t tensor_d = int64_t(os.size()) - 1; tensor_d >= 0; tensor_d--) {
+    tensor_numel *= os[size_t(tensor_d)];
+    if (tensor_d == 0 ||
+        (os[size_t(tensor_d - 1)] != 1 && ost[size_t(tensor_d - 1)] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || shape[size_t(view_d)] == 1)) {
+        new_strides[size_t(view_d)] = view_numel * chunk_base_stride;
+        view_numel *= shape[size_t(view_d)];
+        view_d--;
+      }
+      if (view_numel != tensor_numel) return std::nullopt;
+      if (tensor_d > 0) {
+        chunk_base_stride = ost[size_t(tensor_d - 1)];
+        tensor_numel = 1;
+        view_numel = 1;
       }
     }
-    if (ok && view_d != -1) ok = false;
   }
-  LATHE_CHECK(ok, "view: ", desc(), " with strides ", shape_str(strides()),
-              " cannot be viewed as ", shape_str(shape), "; use reshape (which copies)");
-  Tensor out = restride(*this, shape, new_strides, offset());
-  Shape in_shape = this->shape();
-  return record("view", out, {*this}, [in_shape](const Tensor& g) {
+  if (view_d != -1) return std::nullopt;
+  return new_strides;
+}
+
+// The view itself, an autograd op whose backward reshapes the gradient back.
+Tensor make_view(const Tensor& t, const Shape& shape, const Strides& strides) {
+  Tensor out = restride(t, shape, strides, t.offset());
+  return record("view", out, {t}, [in_shape = t.shape()](const Tensor& g) {
     return std::vector<Tensor>{g.reshape(in_shape)};
   });
 }
 
-Tensor Tensor::reshape(const Shape& shape) const {
-  try {
-    return view(shape);
-  } catch (const Error&) {
-    return contiguous().view(shape);
-  }
+}  // namespace
+
+Tensor Tensor::view(const Shape& shape_in) const {
+  const Shape shape = resolve_view_shape(*this, shape_in);
+  const std::optional<Strides> strides = view_strides(*this, shape);
+  LATHE_CHECK(strides.has_value(), "view: ", desc(), " with strides ", shape_str(this->strides()),
+              " cannot be viewed as ", shape_str(shape), "; use reshape (which copies)");
+  return make_view(*this, shape, *strides);
+}
+
+Tensor Tensor::reshape(const Shape& shape_in) const {
+  const Shape shape = resolve_view_shape(*this, shape_in);
+  if (const std::optional<Strides> strides = view_strides(*this, shape)) return make_view(*this, shape, *strides);
+  return contiguous().view(shape);
 }
 
 Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
