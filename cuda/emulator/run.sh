@@ -16,7 +16,7 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="$root/build-cuda-emu"
 mkdir -p "$build/src/cuda" "$build/obj"
 cmake -S "$root" -B "$build/lib" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLATHE_CUDA=OFF -DLATHE_TESTS=OFF >/dev/null
-cmake --build "$build/lib" --target lathe_lib -j 2
+cmake --build "$build/lib" --target lathe_core -j 2
 
 python3 - "$root/cuda" "$build/src/cuda" <<'PY'
 import glob, os, re, sys
@@ -39,6 +39,6 @@ for f in "$build"/src/cuda/*.cu "$build"/src/cuda/*.cpp "$root/tests/test_cuda.c
   objs+=("$o")
   g++ "${flags[@]}" -x c++ -c "$f" -o "$o"
 done
-g++ -fopenmp -o "$build/emu_tests" "${objs[@]}" "$build/lib/liblathe.a" -lz -lxxhash
+g++ -fopenmp -o "$build/emu_tests" "${objs[@]}" "$build/lib/core/liblathe_core.a"
 if (($# == 0)); then set -- -tc="cuda*"; fi
 "$build/emu_tests" "$@"
