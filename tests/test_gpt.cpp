@@ -1,5 +1,5 @@
 // GPT against PyTorch: the golden cases of tests/golden/make_gpt_goldens.py (the reference GPT of
-// ../shared/bench/gpt_torch.py, computed in f64) run in-process and through `lathe ref`, on cpu
+// tools/torch_gpt_reference.py, computed in f64) run in-process and through `lathe ref`, on cpu
 // and sim; malformed cases are errors that name what is wrong and leave no output file.
 #include <doctest/doctest.h>
 

@@ -95,7 +95,7 @@ TEST_CASE("nn: GPT parameter names follow nanoGPT, in registration order") {
 }
 
 TEST_CASE("nn: parameter counts match the PyTorch reference") {
-  // sum(p.numel() for p in GPT(...).parameters()) from ../shared/bench/gpt_torch.py, and the same
+  // sum(p.numel() for p in GPT(...).parameters()) from tools/torch_gpt_reference.py, and the same
   // without wpe (nanoGPT's reported count).
   CHECK(GPT(GPTConfig::preset("tiny")).num_params() == 120576);
   CHECK(GPT(GPTConfig::preset("tiny")).num_params(true) == 116480);

@@ -22,7 +22,7 @@ echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -
 best_torch=0
 best_torch_rss=0
 for t in 1 2; do
-  peak_kib /usr/bin/python3 ../shared/bench/gpt_torch.py bench "$config" "$t"
+  peak_kib /usr/bin/python3 tools/torch_gpt_reference.py bench "$config" "$t"
   line=$(cat "$tmp/out")
   rate=$(sed -n 's/.*tok_per_s=\([0-9.]*\).*/\1/p' <<<"$line")
   echo "$line peak_rss_mib=$(($(cat "$tmp/rss") / 1024))"

@@ -1,6 +1,6 @@
-"""PyTorch eager timing of the reference GPT (../shared/bench/gpt_torch.py) on any device, with
+"""PyTorch eager timing of the reference GPT (tools/torch_gpt_reference.py) on any device, with
 achieved TFLOP/s and MFU, for issue 7's comparison `lathe bench --config gpt2 --device cuda`
-against PyTorch on the same GPU. gpt_torch.py itself times the CPU only.
+against PyTorch on the same GPU. torch_gpt_reference.py itself times the CPU only.
 
   python3 tools/torch_bench_device.py CONFIG DEVICE [STEPS] [--peak-tflops X] [--json]
   e.g. python3 tools/torch_bench_device.py gpt2 cuda 10
@@ -24,10 +24,10 @@ def main():
     ap.add_argument("--peak-tflops", type=float, default=989.4)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    spec = importlib.util.spec_from_file_location("gpt_torch", os.path.join(HERE, "..", "..", "shared", "bench", "gpt_torch.py"))
+    spec = importlib.util.spec_from_file_location("torch_gpt_reference", os.path.join(HERE, "torch_gpt_reference.py"))
     ref = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ref)
-    V, T, L, H, C, B = ref.CONFIGS[a.config]
+    (V, T, L, H, C), B = ref.PRESETS[a.config]
     dev = torch.device(a.device)
     torch.manual_seed(0)
     model = ref.GPT(V, T, L, H, C).to(dev)

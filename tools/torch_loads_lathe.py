@@ -1,5 +1,5 @@
 """PyTorch loads what lathe writes: a weights file or a training checkpoint from `lathe train`
-goes into the nanoGPT-style reference model of ../shared/bench/gpt_torch.py with a strict
+goes into the nanoGPT-style reference model of tools/torch_gpt_reference.py with a strict
 load_state_dict, and its logits match `lathe sample`'s model to f32 rounding.
 
   /usr/bin/python3 tools/torch_loads_lathe.py FILE [FILE...]
@@ -32,7 +32,7 @@ def load_file(path):
 
 
 def main():
-    spec = importlib.util.spec_from_file_location("gpt_torch", os.path.join(HERE, "..", "..", "shared", "bench", "gpt_torch.py"))
+    spec = importlib.util.spec_from_file_location("torch_gpt_reference", os.path.join(HERE, "torch_gpt_reference.py"))
     ref = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ref)
     for path in sys.argv[1:]:
@@ -42,7 +42,8 @@ def main():
         weights = {k: v for k, v in tensors.items() if not k.startswith(("optim.", "scaler."))}
         if "lm_head.weight" not in weights:  # a file that stores the tied weight once
             weights["lm_head.weight"] = weights["transformer.wte.weight"]
-        model = ref.GPT(cfg["vocab_size"], cfg["block_size"], cfg["n_layer"], cfg["n_head"], cfg["n_embd"], cfg["bias"])
+        model = ref.GPT(cfg["vocab_size"], cfg["block_size"], cfg["n_layer"], cfg["n_head"], cfg["n_embd"],
+                        bias=cfg["bias"], ln_bias=cfg["bias"])
         model.load_state_dict(weights, strict=True)
         idx = torch.arange(min(16, cfg["block_size"])).remainder(cfg["vocab_size"]).view(1, -1)
         logits, _ = model(idx, idx)

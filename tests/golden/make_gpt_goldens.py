@@ -1,6 +1,6 @@
 """Golden cases for tests/test_gpt.cpp: one forward and backward pass of the PyTorch reference GPT
-(../shared/bench/gpt_torch.py), written in the `lathe ref` case format of kind "gpt"
-(../shared/REFERENCE_CASES.md).
+(tools/torch_gpt_reference.py), written in the `lathe ref` case format of kind "gpt"
+(docs/reference-cases.md).
 
     /usr/bin/python3 tests/golden/make_gpt_goldens.py
 
@@ -19,13 +19,13 @@ import importlib.util, json, os, struct
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-GPT_TORCH = os.path.join(HERE, "..", "..", "..", "shared", "bench", "gpt_torch.py")
+GPT_TORCH = os.path.join(HERE, "..", "..", "tools", "torch_gpt_reference.py")
 
 DTYPES = {torch.float32: "F32", torch.int32: "I32", torch.int64: "I64"}
 
 
 def load_reference():
-    spec = importlib.util.spec_from_file_location("gpt_torch", GPT_TORCH)
+    spec = importlib.util.spec_from_file_location("torch_gpt_reference", GPT_TORCH)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -56,7 +56,7 @@ def make_case(ref, name, V, block, L, H, C, bias, B, T, id_dtype, with_lm_head, 
                 # LayerNorm weights away from 1, so their gradients are tested with nontrivial values.
                 mod.weight.add_(0.1 * torch.randn_like(mod.weight))
                 if not bias:
-                    mod.bias = None  # nanoGPT's LayerNorm(bias=False); gpt_torch.py always has one
+                    mod.bias = None  # nanoGPT's LayerNorm(bias=False), dropped after the draws (see the reference)
     idx = torch.randint(0, V, (B, T))
     targets = torch.randint(0, V, (B, T))
 

@@ -1,5 +1,5 @@
 """Golden cases for tests/test_optim.cpp: optimizer runs on given gradients in the `lathe ref` case
-format of kind "optim" (../shared/REFERENCE_CASES.md), checked against torch.optim (SGD, Adam,
+format of kind "optim" (docs/reference-cases.md), checked against torch.optim (SGD, Adam,
 AdamW; single-tensor path, foreach=False) and against prodigy_reference.py (Prodigy).
 
     /usr/bin/python3 tests/golden/make_optim_goldens.py
@@ -116,10 +116,10 @@ def prodigy_case(name, groups, seed, zero_param=None):
 
 def train_case():
     """Kind "train": nanoGPT's loop (AdamW with decay / no-decay groups, grad clip) on the reference
-    GPT of ../shared/bench/gpt_torch.py, computed in float64 from float32 inputs."""
+    GPT of tools/torch_gpt_reference.py, computed in float64 from float32 inputs."""
     import importlib.util
-    path = os.path.join(HERE, "..", "..", "..", "shared", "bench", "gpt_torch.py")
-    spec_ = importlib.util.spec_from_file_location("gpt_torch", path)
+    path = os.path.join(HERE, "..", "..", "tools", "torch_gpt_reference.py")
+    spec_ = importlib.util.spec_from_file_location("torch_gpt_reference", path)
     ref = importlib.util.module_from_spec(spec_)
     spec_.loader.exec_module(ref)
     V, block, L, H, C, B, T, steps = 64, 16, 2, 2, 32, 2, 8, 4

@@ -18,7 +18,7 @@ import json, math, os, struct, sys
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "shared", "bench"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))  # torch_gpt_reference.py
 
 DTYPES = {  # torch dtype -> (safetensors name, rank of the reference writer's Dtype enum)
     torch.bool: ("BOOL", 0), torch.uint8: ("U8", 1), torch.float16: ("F16", 7),
@@ -74,7 +74,7 @@ def dtypes_case():
 
 
 def nanogpt_case():
-    from gpt_torch import GPT
+    from torch_gpt_reference import GPT
     torch.manual_seed(0)
     model = GPT(vocab_size=32, block_size=8, n_layer=1, n_head=2, n_embd=16)
     sd = {k: v for k, v in model.state_dict().items() if k != "lm_head.weight"}

@@ -1,0 +1,241 @@
+"""lathe's PyTorch reference model: a GPT-2-style decoder in plain PyTorch, written the way nanoGPT
+writes it, with nanoGPT's parameter names, so that lathe's weights, checkpoints and reference cases
+load into it by name. It is what the golden generators (tests/golden/make_*_goldens.py), the CPU
+benchmark (tools/bench_cpu.sh), tools/torch_bench_device.py and tools/torch_loads_lathe.py compare
+lathe against. Needs only PyTorch (Debian: `tools/deps.sh --torch`).
+
+    python3 tools/torch_gpt_reference.py bench PRESET [THREADS] [STEPS]
+        forward + backward + AdamW steps on random tokens on the CPU; prints one line with
+        step_ms=... and tok_per_s=... (tools/bench_cpu.sh reads it)
+    python3 tools/torch_gpt_reference.py train PRESET DATA STEPS LR MIN_LR WARMUP THREADS
+        the training loop of `lathe train` on the bytes of DATA (a file, or a directory read in
+        sorted path order; the last 10% is validation), then the mean validation loss over 20
+        batches, in nats per byte
+
+The model, in lathe's terms (nn/gpt.h):
+  - token embedding `transformer.wte` and learned positions `transformer.wpe`;
+  - n_layer pre-LayerNorm blocks `transformer.h.<i>`: x + attn(ln_1(x)), then x + mlp(ln_2(x));
+    attention is one fused projection `attn.c_attn` to q, k, v, causal softmax(q k^T / sqrt(d)),
+    then `attn.c_proj`; the MLP is `mlp.c_fc` (4x wider), tanh-approximated GELU, `mlp.c_proj`;
+  - a final `transformer.ln_f`, and `lm_head` (no bias) sharing its weight with `wte`;
+  - Linear weights in nn.Linear's (out, in) layout; no dropout.
+
+Initialisation. The golden files under tests/golden were made with this initialisation and must be
+reproducible bit for bit, so its order of random draws is part of the contract: modules are built
+in the order above (each nn.Linear and nn.Embedding draws its PyTorch default initialisation when
+built, lm_head included, before the tie), then every distinct parameter in named_parameters()
+order that is 2-D or whose name ends in "bias" is redrawn from N(0, 0.02). LayerNorm biases are
+therefore small random values, not zeros, and LayerNorm weights stay 1.
+
+`bias=False` drops the Linear biases. LayerNorm keeps its bias unless `ln_bias=False` is passed
+as well (lathe's GPT with bias=false has no LayerNorm biases either, as nanoGPT; the default keeps
+the draws of the golden files). Any floating dtype works: `model.double()` is how the goldens get
+float64 references.
+"""
+import math
+import os
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+# lathe's presets (nn/gpt_config.cpp) and the default batch `lathe bench` and `lathe train` use
+# for each: name -> (vocab_size, block_size, n_layer, n_head, n_embd), batch.
+PRESETS = {
+    "tiny": ((256, 64, 2, 2, 64), 8),
+    "small": ((256, 128, 4, 4, 128), 16),
+    "char": ((256, 256, 6, 6, 384), 8),  # nanoGPT's shakespeare-char size, about 10.8M parameters
+    "gpt2": ((50304, 1024, 12, 12, 768), 4),
+}
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, n_embd, n_head, bias):
+        super().__init__()
+        if n_embd % n_head:
+            raise ValueError(f"n_embd ({n_embd}) must be a multiple of n_head ({n_head})")
+        self.n_head = n_head
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd, bias=bias)
+        self.c_proj = nn.Linear(n_embd, n_embd, bias=bias)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        hd = C // self.n_head
+
+        def heads(t):  # [B, T, C] -> [B, H, T, hd]
+            return t.view(B, T, self.n_head, hd).transpose(1, 2)
+
+        q, k, v = (heads(t) for t in self.c_attn(x).split(C, dim=2))
+        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+        future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(diagonal=1)
+        probs = scores.masked_fill(future, float("-inf")).softmax(dim=-1)
+        y = (probs @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.c_proj(y)
+
+
+class MLP(nn.Module):
+    def __init__(self, n_embd, bias):
+        super().__init__()
+        self.c_fc = nn.Linear(n_embd, 4 * n_embd, bias=bias)
+        self.c_proj = nn.Linear(4 * n_embd, n_embd, bias=bias)
+
+    def forward(self, x):
+        return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
+
+
+class Block(nn.Module):
+    def __init__(self, n_embd, n_head, bias, ln_bias):
+        super().__init__()
+        # Registration order (ln_1, attn, ln_2, mlp) fixes both the parameter order and the draws.
+        self.ln_1 = nn.LayerNorm(n_embd, elementwise_affine=True)
+        self.attn = CausalSelfAttention(n_embd, n_head, bias)
+        self.ln_2 = nn.LayerNorm(n_embd, elementwise_affine=True)
+        self.mlp = MLP(n_embd, bias)
+        if not ln_bias:
+            self.ln_1.bias = None
+            self.ln_2.bias = None
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab_size, block_size, n_layer, n_head, n_embd, bias=True, ln_bias=True):
+        super().__init__()
+        self.block_size = block_size
+        self.transformer = nn.ModuleDict({
+            "wte": nn.Embedding(vocab_size, n_embd),
+            "wpe": nn.Embedding(block_size, n_embd),
+            "h": nn.ModuleList(Block(n_embd, n_head, bias, ln_bias) for _ in range(n_layer)),
+            "ln_f": nn.LayerNorm(n_embd),
+        })
+        if not ln_bias:
+            self.transformer.ln_f.bias = None
+        self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
+        self.lm_head.weight = self.transformer.wte.weight  # tied: one tensor under two names
+        with torch.no_grad():
+            for name, p in self.named_parameters():  # distinct tensors only: lm_head is skipped
+                if p.dim() == 2 or name.endswith("bias"):
+                    p.normal_(mean=0.0, std=0.02)
+
+    def forward(self, idx, targets=None):
+        """idx, targets: [B, T] token ids with T <= block_size. Returns (logits [B, T, V], mean
+        cross-entropy or None)."""
+        T = idx.shape[1]
+        if T > self.block_size:
+            raise ValueError(f"sequence length {T} exceeds block_size {self.block_size}")
+        pos = torch.arange(T, device=idx.device)
+        x = self.transformer.wte(idx) + self.transformer.wpe(pos)
+        for block in self.transformer.h:
+            x = block(x)
+        logits = self.lm_head(self.transformer.ln_f(x))
+        if targets is None:
+            return logits, None
+        loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1).long())
+        return logits, loss
+
+
+def from_preset(name, **kwargs):
+    """The model of a preset and its benchmark batch."""
+    if name not in PRESETS:
+        raise SystemExit(f"unknown preset {name!r} (presets: {', '.join(PRESETS)})")
+    dims, batch = PRESETS[name]
+    return GPT(*dims, **kwargs), batch
+
+
+def bench(preset, threads=1, steps=10):
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    model, B = from_preset(preset)
+    V, T = model.transformer.wte.num_embeddings, model.block_size
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
+    x, y = torch.randint(0, V, (B, T)), torch.randint(0, V, (B, T))
+
+    def step():
+        _, loss = model(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    step(), step()  # warm-up
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    dt = (time.perf_counter() - t0) / steps
+    n = sum(p.numel() for p in model.parameters())
+    print(f"torch {torch.__version__} config={preset} params={n} threads={threads} "
+          f"step_ms={dt * 1e3:.1f} tok_per_s={B * T / dt:.0f}")
+
+
+def read_corpus(path):
+    if os.path.isfile(path):
+        paths = [path]
+    else:
+        paths = sorted(os.path.join(d, f) for d, _, files in os.walk(path) for f in files)
+    data = bytearray()
+    for p in paths:
+        if os.path.isfile(p):
+            with open(p, "rb") as f:
+                data += f.read()
+    return torch.frombuffer(data, dtype=torch.uint8).long()
+
+
+def train(preset, data, steps, lr, min_lr, warmup, threads):
+    torch.set_num_threads(threads)
+    torch.manual_seed(1337)
+    tokens = read_corpus(data)
+    split = int(0.9 * len(tokens))
+    train_part, val_part = tokens[:split], tokens[split:]
+    model, B = from_preset(preset)
+    T = model.block_size
+
+    def batch(src, gen):
+        starts = torch.randint(len(src) - T - 1, (B,), generator=gen).tolist()
+        return (torch.stack([src[s:s + T] for s in starts]),
+                torch.stack([src[s + 1:s + T + 1] for s in starts]))
+
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.99))
+
+    def lr_at(it):  # linear warm-up, then cosine down to min_lr
+        if it < warmup:
+            return lr * (it + 1) / warmup
+        progress = min(1.0, (it - warmup) / max(1, steps - warmup))
+        return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (lr - min_lr)
+
+    gen = torch.Generator().manual_seed(1337)
+    t0 = time.perf_counter()
+    for it in range(steps):
+        for group in opt.param_groups:
+            group["lr"] = lr_at(it)
+        x, y = batch(train_part, gen)
+        _, loss = model(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+    seconds = time.perf_counter() - t0
+    model.eval()
+    val_gen = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        val = sum(model(*batch(val_part, val_gen))[1].item() for _ in range(20)) / 20
+    print(f"torch {torch.__version__} config={preset} steps={steps} threads={threads} "
+          f"train_s={seconds:.1f} val_loss={val:.4f}")
+
+
+def main(argv):
+    if len(argv) >= 2 and argv[0] == "bench" and len(argv) <= 4:
+        bench(argv[1], int(argv[2]) if len(argv) > 2 else 1, int(argv[3]) if len(argv) > 3 else 10)
+    elif len(argv) == 8 and argv[0] == "train":
+        train(argv[1], argv[2], int(argv[3]), float(argv[4]), float(argv[5]), int(argv[6]), int(argv[7]))
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
