@@ -80,7 +80,9 @@ template <class O>
 Option<O> number_pair(std::string name, double O::*a, double O::*b, std::pair<double, double> def, NumberCheck check_a,
                       NumberCheck check_b) {
   return {name, [=](O& o) { std::tie(o.*a, o.*b) = def; },
-          [=](O& o, const nlohmann::json& v, const char* opt) { std::tie(o.*a, o.*b) = json_read::number_pair(v, name, opt); },
+          [=](O& o, const nlohmann::json& v, const char* opt) {
+            std::tie(o.*a, o.*b) = json_read::number_pair(v, name, opt);
+          },
           [=](const O& o) { return nlohmann::json::array({o.*a, o.*b}); },
           [=](const O& o, const char* opt) {
             check_a(opt, o.*a);

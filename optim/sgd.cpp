@@ -9,7 +9,8 @@ namespace {
 const OptionList<SGDOptions>& sgd_options() {
   using O = SGDOptions;
   static const OptionList<O> list = {
-      {number("lr", &O::lr, 1e-3, learning_rate()), number("momentum", &O::momentum, 0.0, at_least_zero("momentum value")),
+      {number("lr", &O::lr, 1e-3, learning_rate()),
+       number("momentum", &O::momentum, 0.0, at_least_zero("momentum value")),
        number("dampening", &O::dampening, 0.0, at_least_zero("dampening value")),
        number("weight_decay", &O::weight_decay, 0.0, at_least_zero("weight_decay value")),
        flag("nesterov", &O::nesterov, false), flag("maximize", &O::maximize, false)},

@@ -34,8 +34,8 @@ StateSlot* StateSet::declared(StateScope scope, const std::string& key) const {
 }
 
 void StateSet::enroll(StateSlot* slot) {
-  LATHE_CHECK(declared(slot->scope(), slot->key()) == nullptr, "state \"", slot->key(), "\" (", scope_name(slot->scope()),
-              ") is declared twice");
+  LATHE_CHECK(declared(slot->scope(), slot->key()) == nullptr, "state \"", slot->key(), "\" (",
+              scope_name(slot->scope()), ") is declared twice");
   slots_.push_back(slot);
 }
 
