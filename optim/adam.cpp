@@ -1,42 +1,43 @@
 #include "optim/adam.h"
 
-#include <map>
-
 #include "core/backend.h"
 #include "core/error.h"
 
 namespace lathe::optim {
 
-const StateSchema Adam::schema = {
-    param_state("exp_avg", Placement::with_param),
-    param_state("exp_avg_sq", Placement::with_param),
-    param_state("max_exp_avg_sq", Placement::with_param),
-    // Read by the host every plain step (it sets the bias corrections), so it lives there; the
-    // fused kernel increments it on the device instead and never syncs.
-    param_state("step", Placement::host, DType::f32, /*fused:*/ Placement::with_param, /*shaped_like_param=*/false),
-};
-
 namespace {
-nlohmann::json adam_defaults(bool decoupled, const nlohmann::json& overrides) {
-  nlohmann::json d = {{"lr", 1e-3},          {"betas", {0.9, 0.999}}, {"eps", 1e-8},
-                      {"weight_decay", decoupled ? 1e-2 : 0.0}, {"amsgrad", false}, {"maximize", false}};
-  const char* name = decoupled ? "adamw" : "adam";
-  if (!overrides.is_null()) {
-    LATHE_CHECK(overrides.is_object(), name, ": defaults must be a JSON object, got ", overrides.dump());
-    for (auto it = overrides.begin(); it != overrides.end(); ++it) {
-      LATHE_CHECK(d.contains(it.key()), name, ": unknown option \"", it.key(), "\"");
-      d[it.key()] = it.value();
-    }
-  }
-  return d;
+OptionList<AdamOptions> make_options(bool decoupled) {
+  using O = AdamOptions;
+  return {{number("lr", &O::lr, 1e-3, learning_rate()),
+           number_pair("betas", &O::beta1, &O::beta2, {0.9, 0.999}, beta("beta parameter at index 0 (betas[0])"),
+                       beta("beta parameter at index 1 (betas[1])")),
+           number("eps", &O::eps, 1e-8, above_zero("epsilon value eps")),
+           number("weight_decay", &O::weight_decay, decoupled ? 1e-2 : 0.0, at_least_zero("weight_decay value")),
+           flag("amsgrad", &O::amsgrad, false), flag("maximize", &O::maximize, false)},
+          {}};
+}
+
+const OptionList<AdamOptions>& options_of(bool decoupled) {
+  static const OptionList<AdamOptions> adam = make_options(false), adamw = make_options(true);
+  return decoupled ? adamw : adam;
+}
+
+AdamParams adam_params(const AdamOptions& o, bool decoupled) {
+  AdamParams a;
+  a.lr = o.lr;
+  a.beta1 = o.beta1;
+  a.beta2 = o.beta2;
+  a.eps = o.eps;
+  a.weight_decay = o.weight_decay;
+  a.decoupled_weight_decay = decoupled;
+  a.amsgrad = o.amsgrad;
+  a.maximize = o.maximize;
+  return a;
 }
 }  // namespace
 
 Adam::Adam(bool decoupled, const nlohmann::json& defaults, bool fused)
-    : Optimizer(adam_defaults(decoupled, defaults), schema, fused), decoupled_(decoupled) {
-  nlohmann::json check = adam_defaults(decoupled, defaults);
-  validate_options(check);
-}
+    : TypedOptimizer(decoupled ? "adamw" : "adam", options_of(decoupled), defaults, fused), decoupled_(decoupled) {}
 
 Adam::Adam(const nlohmann::json& defaults, bool fused) : Adam(false, defaults, fused) {}
 
@@ -50,54 +51,24 @@ AdamW::AdamW(const std::vector<Tensor>& params, const nlohmann::json& options, b
   add_param_group(params);
 }
 
-void Adam::validate_options(nlohmann::json& o) const {
-  const std::string k = kind();
-  ParamGroup g;
-  g.options = o;
-  check_lr(k.c_str(), g.number("lr"));
-  auto [b1, b2] = g.pair("betas");
-  check_beta(k.c_str(), "beta parameter at index 0 (betas[0])", b1);
-  check_beta(k.c_str(), "beta parameter at index 1 (betas[1])", b2);
-  double eps = g.number("eps");
-  LATHE_CHECK(eps > 0, k, ": invalid epsilon value eps = ", eps, " (must be > 0)");
-  check_nonnegative(k.c_str(), "weight_decay value", g.number("weight_decay"));
-  g.flag("amsgrad");
-  g.flag("maximize");
-}
-
-namespace {
-AdamParams adam_params(const ParamGroup& g, bool decoupled) {
-  AdamParams a;
-  a.lr = g.number("lr");
-  std::tie(a.beta1, a.beta2) = g.pair("betas");
-  a.eps = g.number("eps");
-  a.weight_decay = g.number("weight_decay");
-  a.decoupled_weight_decay = decoupled;
-  a.amsgrad = g.flag("amsgrad");
-  a.maximize = g.flag("maximize");
-  return a;
-}
-}  // namespace
-
 void Adam::update() {
   if (fused()) update_fused();
   else update_plain();
 }
 
 void Adam::update_plain() {
-  for (const ParamGroup& g : groups_) {
-    const AdamParams a = adam_params(g, decoupled_);
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    const ParamGroup& g = groups_[gi];
+    const AdamParams a = adam_params(options(gi), decoupled_);
     for (size_t j = 0; j < g.params.size(); ++j) {
       const Tensor& p = g.params[j];
       if (!participates(p)) continue;
       const int64_t i = g.indices[j];
       Tensor grad = p.grad().contiguous();
-      Tensor& exp_avg = state_or_zeros(i, "exp_avg");
-      Tensor& exp_avg_sq = state_or_zeros(i, "exp_avg_sq");
-      Tensor max_sq = a.amsgrad ? state_or_zeros(i, "max_exp_avg_sq") : Tensor();
-      Tensor& step = state_or_zeros(i, "step");
-      // Host policy: this is host memory whatever the parameter's device.
-      float& count = step.data<float>()[0];
+      Tensor& exp_avg = exp_avg_.of(i);
+      Tensor& exp_avg_sq = exp_avg_sq_.of(i);
+      Tensor max_sq = a.amsgrad ? max_exp_avg_sq_.of(i) : Tensor();
+      float& count = step_.host(i);
       count += 1.0f;
       backend_for(p.device()).adam_update(p, grad, exp_avg, exp_avg_sq, max_sq, double(count), a);
     }
@@ -105,8 +76,9 @@ void Adam::update_plain() {
 }
 
 void Adam::update_fused() {
-  for (const ParamGroup& g : groups_) {
-    const AdamParams a = adam_params(g, decoupled_);
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    const ParamGroup& g = groups_[gi];
+    const AdamParams a = adam_params(options(gi), decoupled_);
     struct Batch {
       std::vector<Tensor> params, grads, exp_avgs, exp_avg_sqs, max_sqs, steps;
     };
@@ -121,10 +93,10 @@ void Adam::update_fused() {
       if (!b) b = &batches.emplace_back(p.device(), Batch{}).second;
       b->params.push_back(p);
       b->grads.push_back(p.grad().contiguous());
-      b->exp_avgs.push_back(state_or_zeros(i, "exp_avg"));
-      b->exp_avg_sqs.push_back(state_or_zeros(i, "exp_avg_sq"));
-      if (a.amsgrad) b->max_sqs.push_back(state_or_zeros(i, "max_exp_avg_sq"));
-      b->steps.push_back(state_or_zeros(i, "step"));
+      b->exp_avgs.push_back(exp_avg_.of(i));
+      b->exp_avg_sqs.push_back(exp_avg_sq_.of(i));
+      if (a.amsgrad) b->max_sqs.push_back(max_exp_avg_sq_.of(i));
+      b->steps.push_back(step_.of(i));
     }
     for (auto& [d, b] : batches)
       backend_for(d).adam_update_multi(b.params, b.grads, b.exp_avgs, b.exp_avg_sqs, b.max_sqs, b.steps, a);

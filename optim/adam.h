@@ -15,24 +15,35 @@
 
 namespace lathe::optim {
 
-class Adam : public Optimizer {
+// Hyperparameters of one group; JSON (PyTorch) names in adam.cpp's option list. "betas" is
+// (beta1, beta2).
+struct AdamOptions {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool amsgrad, maximize;
+};
+
+class Adam : public TypedOptimizer<AdamOptions> {
  public:
   // Without parameters: add them with add_param_group. `defaults` override PyTorch's.
   explicit Adam(const nlohmann::json& defaults = {}, bool fused = false);
   Adam(const std::vector<Tensor>& params, const nlohmann::json& options = {}, bool fused = false);
   std::string kind() const override { return decoupled_ ? "adamw" : "adam"; }
 
-  static const StateSchema schema;
-
  protected:
   Adam(bool decoupled, const nlohmann::json& defaults, bool fused);
-  void validate_options(nlohmann::json& options) const override;
   void update() override;
 
  private:
   void update_plain();
   void update_fused();
   bool decoupled_;
+
+  ParamState<> exp_avg_{*this, "exp_avg"};
+  ParamState<> exp_avg_sq_{*this, "exp_avg_sq"};
+  ParamState<> max_exp_avg_sq_{*this, "max_exp_avg_sq"};
+  // Read by the host every plain step (it sets the bias corrections), so it lives there; the fused
+  // kernel increments it on the device instead and never syncs.
+  ParamScalar<float, Placement::host, Placement::with_param> step_{*this, "step"};
 };
 
 class AdamW : public Adam {

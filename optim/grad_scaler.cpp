@@ -8,11 +8,6 @@
 
 namespace lathe::optim {
 
-const StateSchema GradScaler::schema = {
-    global_state("scale", Placement::host, DType::f32, /*fused:*/ Placement::with_group),
-    global_state("growth_tracker", Placement::host, DType::i32, /*fused:*/ Placement::with_group),
-};
-
 GradScaler::GradScaler(GradScalerOptions o) : options_(o) {
   LATHE_CHECK(std::isfinite(o.init_scale) && o.init_scale > 0, "GradScaler: invalid init_scale = ", o.init_scale,
               " (must be > 0)");
@@ -20,23 +15,35 @@ GradScaler::GradScaler(GradScalerOptions o) : options_(o) {
   LATHE_CHECK(o.backoff_factor > 0 && o.backoff_factor < 1.0, "GradScaler: invalid backoff_factor = ",
               o.backoff_factor, " (must be in (0, 1))");
   LATHE_CHECK(o.growth_interval >= 1, "GradScaler: invalid growth_interval = ", o.growth_interval, " (must be >= 1)");
-  scale_ = Tensor::scalar(o.init_scale, DType::f32);
-  growth_tracker_ = Tensor::zeros({}, DType::i32);
+  scale_.reset(float(o.init_scale));
+  growth_tracker_.reset(0);
 }
 
-double GradScaler::get_scale() const { return options_.enabled ? double(scale_.data<float>()[0]) : 1.0; }
-int64_t GradScaler::growth_tracker() const { return growth_tracker_.data<int32_t>()[0]; }
+GradScaler::GradScaler(const GradScaler& other) : options_(other.options_) { *this = other; }
+
+GradScaler& GradScaler::operator=(const GradScaler& other) {
+  if (this == &other) return *this;
+  options_ = other.options_;
+  scale_.reset(other.scale_.value());
+  growth_tracker_.reset(other.growth_tracker_.value());
+  unscaled_ = other.unscaled_;
+  found_inf_any_ = other.found_inf_any_;
+  return *this;
+}
+
+double GradScaler::get_scale() const { return options_.enabled ? double(scale_.value()) : 1.0; }
+int64_t GradScaler::growth_tracker() const { return growth_tracker_.value(); }
 
 Tensor GradScaler::scale(const Tensor& loss) const {
   if (!options_.enabled) return loss;
-  return mul(loss, double(scale_.data<float>()[0]));
+  return mul(loss, double(scale_.value()));
 }
 
 bool GradScaler::unscale_(const std::vector<Tensor>& params) {
   if (!options_.enabled) return false;
   NoGradGuard no_grad;
   // As torch: inv_scale = (1 / scale computed in double) rounded to f32.
-  const double inv_scale = double(float(1.0 / double(scale_.data<float>()[0])));
+  const double inv_scale = double(float(1.0 / double(scale_.value())));
   // Any inf or nan makes g * 0 nan; one sum per device, one read per device.
   std::vector<std::pair<Device, Tensor>> acc;
   for (const Tensor& p : params) {
@@ -78,8 +85,8 @@ bool GradScaler::step(Optimizer& opt) {
 
 void GradScaler::update() {
   if (!options_.enabled) return;
-  float& scale = scale_.data<float>()[0];
-  int32_t& tracker = growth_tracker_.data<int32_t>()[0];
+  float& scale = scale_.value();
+  int32_t& tracker = growth_tracker_.value();
   if (found_inf_any_) {
     scale = float(double(scale) * options_.backoff_factor);
     tracker = 0;
@@ -94,15 +101,22 @@ void GradScaler::update() {
   found_inf_any_ = false;
 }
 
+// Names are "scaler.<key>", in declaration order (scale, then growth_tracker).
 std::vector<StateEntry> GradScaler::state_entries() const {
-  return {StateEntry{"scaler.scale", StateScope::global, -1, "scale", Placement::host, DType::f32, scale_},
-          StateEntry{"scaler.growth_tracker", StateScope::global, -1, "growth_tracker", Placement::host, DType::i32,
-                     growth_tracker_}};
+  std::vector<StateEntry> out;
+  for (const StateSlot* s : state_.declared_slots())
+    out.push_back(StateEntry{"scaler." + s->key(), StateScope::global, -1, s->key(), s->placement(false),
+                             s->dtype_for(DType::f32), s->get(-1)});
+  return out;
 }
 
 void GradScaler::load_state(const std::map<std::string, StateSource>& sources) {
-  Tensor scale = scale_, tracker = growth_tracker_;
+  // Validate everything first, so that a bad entry changes nothing.
+  std::vector<std::pair<StateSlot*, Tensor>> loaded;
   for (const auto& [name, src] : sources) {
+    StateSlot* slot = name.rfind("scaler.", 0) == 0 ? state_.declared(StateScope::global, name.substr(7)) : nullptr;
+    LATHE_CHECK(slot != nullptr, "GradScaler: unknown state \"", name,
+                "\" (expected scaler.scale or scaler.growth_tracker)");
     Tensor t;
     if (const auto* tt = std::get_if<Tensor>(&src.value)) {
       LATHE_CHECK(tt->defined(), "GradScaler: state \"", name, "\" is an undefined tensor");
@@ -112,14 +126,14 @@ void GradScaler::load_state(const std::map<std::string, StateSource>& sources) {
       t = Tensor::from_bytes(hb.data, hb.shape, hb.dtype);
     }
     LATHE_CHECK(t.numel() == 1, "GradScaler: state \"", name, "\" must hold one value, got ", t.desc());
-    if (name == "scaler.scale") scale = t.to(DType::f32).reshape({}).clone();
-    else if (name == "scaler.growth_tracker") tracker = t.to(DType::i32).reshape({}).clone();
-    else LATHE_FAIL("GradScaler: unknown state \"", name, "\" (expected scaler.scale or scaler.growth_tracker)");
+    // Host policy: the value is created in host memory, in the slot's dtype, owning its storage.
+    loaded.emplace_back(slot, t.to(slot->dtype_for(DType::f32)).reshape({}).clone());
   }
-  LATHE_CHECK(std::isfinite(scale.data<float>()[0]) && scale.data<float>()[0] > 0, "GradScaler: loaded scale ",
-              scale.data<float>()[0], " is not a positive finite number");
-  scale_ = scale;
-  growth_tracker_ = tracker;
+  for (const auto& [slot, t] : loaded)
+    if (slot == &scale_)
+      LATHE_CHECK(std::isfinite(t.data<float>()[0]) && t.data<float>()[0] > 0, "GradScaler: loaded scale ",
+                  t.data<float>()[0], " is not a positive finite number");
+  for (auto& [slot, t] : loaded) slot->at(-1) = t;
 }
 
 }  // namespace lathe::optim

@@ -7,15 +7,16 @@
 //   scaler.step(opt);               // skipped when a gradient held inf or nan
 //   scaler.update();                // backs off after an overflow, grows after growth_interval good steps
 //
-// Its state (scale f32, growth_tracker i32) is global state with a placement policy (host: the
-// scale multiplies the loss as a host scalar, so it never costs a device read) and is exported
-// like optimizer state, as "scaler.scale" and "scaler.growth_tracker".
+// Its state (scale f32, growth_tracker i32) is declared with the optimizers' slot types, as host
+// scalars (the scale multiplies the loss as a host scalar, so it never costs a device read), and
+// is exported like optimizer state, as "scaler.scale" and "scaler.growth_tracker".
 #pragma once
 
 #include <map>
 #include <vector>
 
 #include "optim/optimizer.h"
+#include "optim/state.h"
 
 namespace lathe::optim {
 
@@ -30,8 +31,10 @@ struct GradScalerOptions {
 class GradScaler {
  public:
   explicit GradScaler(GradScalerOptions options = {});
-
-  static const StateSchema schema;
+  // Copies are independent scalers with the same options and state (the slots register with
+  // their own owner, so the copy is spelled out).
+  GradScaler(const GradScaler& other);
+  GradScaler& operator=(const GradScaler& other);
 
   Tensor scale(const Tensor& loss) const;  // loss * scale (loss unchanged when disabled)
   // Divides the gradients by the scale and records whether any was inf or nan. Once per
@@ -55,8 +58,9 @@ class GradScaler {
 
  private:
   GradScalerOptions options_;
-  Tensor scale_;           // f32 [], host
-  Tensor growth_tracker_;  // i32 [], host
+  StateSet state_;
+  HostScalar<float, StateScope::global> scale_{state_, "scale"};
+  HostScalar<int32_t, StateScope::global> growth_tracker_{state_, "growth_tracker"};
   std::map<const Optimizer*, bool> unscaled_;  // optimizer -> found_inf
   bool found_inf_any_ = false;
 };

@@ -30,66 +30,12 @@ bool ParamGroup::flag(const std::string& key) const {
   return v.get<bool>();
 }
 
-int64_t ParamGroup::integer(const std::string& key) const {
-  const auto& v = option_at(options, key);
-  LATHE_CHECK(v.is_number_integer(), "param group option \"", key, "\" must be an integer, got ", v.dump());
-  return v.get<int64_t>();
-}
-
-std::pair<double, double> ParamGroup::pair(const std::string& key) const {
-  const auto& v = option_at(options, key);
-  LATHE_CHECK(v.is_array() && v.size() == 2 && v[0].is_number() && v[1].is_number(), "param group option \"",
-              key, "\" must be a pair of numbers, got ", v.dump());
-  return {v[0].get<double>(), v[1].get<double>()};
-}
-
-bool ParamGroup::is_null(const std::string& key) const { return option_at(options, key).is_null(); }
-
-// ---------------------------------------------------------------- option checks
-
-void check_lr(const char* opt, double lr) {
-  LATHE_CHECK(std::isfinite(lr) && lr >= 0, opt, ": invalid learning rate lr = ", lr, " (must be >= 0)");
-}
-
-void check_nonnegative(const char* opt, const char* option, double value) {
-  LATHE_CHECK(!std::isnan(value) && value >= 0, opt, ": invalid ", option, " = ", value, " (must be >= 0)");
-}
-
-void check_beta(const char* opt, const char* option, double value) {
-  LATHE_CHECK(value >= 0 && value < 1, opt, ": invalid ", option, " = ", value, " (must be in [0, 1))");
-}
-
-void check_positive(const char* opt, const char* option, double value) {
-  LATHE_CHECK(value > 0, opt, ": invalid ", option, " = ", value, " (must be > 0)");
-}
-
-void merge_defaults(const char* opt, nlohmann::json& options, const nlohmann::json& defaults) {
-  if (options.is_null()) options = nlohmann::json::object();
-  LATHE_CHECK(options.is_object(), opt, ": group options must be a JSON object, got ", options.dump());
-  for (auto it = options.begin(); it != options.end(); ++it) {
-    if (it.key() == "params") continue;
-    LATHE_CHECK(defaults.contains(it.key()), opt, ": unknown option \"", it.key(), "\"");
-  }
-  options.erase("params");
-  for (auto it = defaults.begin(); it != defaults.end(); ++it)
-    if (!options.contains(it.key())) options[it.key()] = it.value();
-}
-
 // ---------------------------------------------------------------- Optimizer
-
-Optimizer::Optimizer(nlohmann::json defaults, StateSchema schema, bool fused)
-    : defaults_(std::move(defaults)), schema_(std::move(schema)), fused_(fused) {
-  // Completed steps: counted on the host in every mode, so counting costs no device traffic.
-  schema_.push_back(global_state("step", Placement::host, DType::i64));
-  global_state_["step"] = Tensor::zeros({}, DType::i64);
-}
 
 size_t Optimizer::add_param_group(const std::vector<Tensor>& params, const nlohmann::json& options) {
   const std::string k = kind();
   LATHE_CHECK(!params.empty(), k, ": add_param_group got an empty parameter list");
-  nlohmann::json opts = options;
-  merge_defaults(k.c_str(), opts, defaults_);
-  validate_options(opts);
+  nlohmann::json opts = checked_options(options);
 
   ParamGroup g;
   std::map<TensorImpl*, int64_t> seen;
@@ -112,13 +58,12 @@ size_t Optimizer::add_param_group(const std::vector<Tensor>& params, const nlohm
     int64_t i = int64_t(params_.size());
     index_of_[p.id()] = i;
     params_.push_back(p);
-    param_state_.emplace_back();
     g.params.push_back(p);
     g.indices.push_back(i);
   }
   g.options = std::move(opts);
   groups_.push_back(std::move(g));
-  group_state_.emplace_back();
+  store_options(groups_.size() - 1, groups_.back().options);
   init_group_state(groups_.size() - 1);
   return groups_.size() - 1;
 }
@@ -144,14 +89,12 @@ void Optimizer::step() {
   }
   place_state();
   update();
-  global_state_["step"].data<int64_t>()[0] += 1;
+  completed_steps_.value() += 1;
 }
 
 void Optimizer::zero_grad() {
   for (Tensor& p : params_) p.set_grad(Tensor());
 }
-
-int64_t Optimizer::step_count() const { return global_state_.at("step").data<int64_t>()[0]; }
 
 double Optimizer::lr(size_t group) const {
   LATHE_CHECK(group < groups_.size(), kind(), ": group ", group, " does not exist (", groups_.size(), " groups)");
@@ -162,8 +105,9 @@ void Optimizer::set_lr(size_t group, double value) {
   LATHE_CHECK(group < groups_.size(), kind(), ": group ", group, " does not exist (", groups_.size(), " groups)");
   nlohmann::json opts = groups_[group].options;
   opts["lr"] = value;
-  validate_options(opts);
+  opts = checked_options(opts);
   groups_[group].options = std::move(opts);
+  store_options(group, groups_[group].options);
 }
 
 void Optimizer::set_lr_all(double value) {
@@ -172,10 +116,10 @@ void Optimizer::set_lr_all(double value) {
 
 // ---------------------------------------------------------------- placement
 
-const StateSpec& Optimizer::spec(StateScope scope, const std::string& key) const {
-  for (const auto& s : schema_)
-    if (s.scope == scope && s.key == key) return s;
-  LATHE_FAIL(kind(), ": no ", scope_name(scope), " state \"", key, "\" in this optimizer's schema");
+const StateSlot& Optimizer::slot(StateScope scope, const std::string& key) const {
+  const StateSlot* s = declared(scope, key);
+  LATHE_CHECK(s != nullptr, kind(), ": no ", scope_name(scope), " state \"", key, "\" in this optimizer");
+  return *s;
 }
 
 Device Optimizer::owner_device(StateScope scope, int64_t index) const {
@@ -192,101 +136,88 @@ Device Optimizer::owner_device(StateScope scope, int64_t index) const {
   return d;
 }
 
-Device Optimizer::target_device(const StateSpec& s, int64_t index) const {
-  Placement pl = s.placement_for(fused_);
-  if (pl == Placement::host) return Device::cpu();
-  return owner_device(s.scope, index);
+Device Optimizer::target_device(const StateSlot& s, int64_t index) const {
+  if (s.placement(fused_) == Placement::host) return Device::cpu();
+  return owner_device(s.scope(), index);
+}
+
+DType Optimizer::target_dtype(const StateSlot& s, int64_t index) const {
+  return s.scope() == StateScope::param ? s.dtype_for(param(index).dtype()) : s.dtype_for(DType::f32);
 }
 
 Device Optimizer::state_device(StateScope scope, int64_t index, const std::string& key) const {
-  return target_device(spec(scope, key), index);
+  return target_device(slot(scope, key), index);
 }
 
-Tensor Optimizer::placed(const StateSpec& s, int64_t index, const Tensor& value) const {
-  DType dt = s.scope == StateScope::param ? state_dtype(s, param(index).dtype()) : state_dtype(s, DType::f32);
-  Tensor t = value.detach().to(target_device(s, index)).to(dt);
+Tensor Optimizer::placed(const StateSlot& s, int64_t index, const Tensor& value) const {
+  Tensor t = value.detach().to(target_device(s, index)).to(target_dtype(s, index));
   // Own the storage: state must never alias a caller's tensor.
   if (t.storage() == value.storage() || !t.is_contiguous()) t = t.clone();
   return t;
 }
 
 void Optimizer::place_state() {
-  for (size_t i = 0; i < param_state_.size(); ++i)
-    for (auto& [key, t] : param_state_[i]) {
-      Device d = target_device(spec(StateScope::param, key), int64_t(i));
+  for (StateSlot* s : declared_slots()) {
+    const int64_t n = s->scope() == StateScope::global ? 0 : s->extent();
+    for (int64_t i = s->scope() == StateScope::global ? -1 : 0; i < n; ++i) {
+      Tensor& t = s->at(i);
+      if (!t.defined()) continue;
+      Device d = target_device(*s, i);
       if (t.device() != d) t = t.to(d);
     }
-  for (size_t g = 0; g < group_state_.size(); ++g)
-    for (auto& [key, t] : group_state_[g]) {
-      Device d = target_device(spec(StateScope::group, key), int64_t(g));
-      if (t.device() != d) t = t.to(d);
-    }
-  for (auto& [key, t] : global_state_) {
-    const StateSpec& s = spec(StateScope::global, key);
-    if (s.placement_for(fused_) == Placement::host && t.device().is_cpu()) continue;
-    Device d = target_device(s, -1);
-    if (t.device() != d) t = t.to(d);
   }
 }
 
-// ---------------------------------------------------------------- state access
+// ---------------------------------------------------------------- per-parameter slots
 
-Tensor* Optimizer::find_state(int64_t i, const std::string& key) {
-  auto& m = param_state_.at(size_t(i));
-  auto it = m.find(key);
-  return it == m.end() ? nullptr : &it->second;
+ParamSlot::ParamSlot(Optimizer& owner, std::string key, Placement plain, Placement fused, std::optional<DType> dtype,
+                     bool shaped_like_param)
+    : StateSlot(owner, StateScope::param, std::move(key), plain, fused, dtype, shaped_like_param), owner_(owner) {}
+
+Tensor* ParamSlot::find_at(int64_t i) {
+  owner_.param(i);
+  Tensor& t = at(i);
+  return t.defined() ? &t : nullptr;
 }
 
-Tensor& Optimizer::set_state(int64_t i, const std::string& key, const Tensor& value) {
-  const StateSpec& s = spec(StateScope::param, key);
-  return param_state_.at(size_t(i))[key] = placed(s, i, value);
+Tensor& ParamSlot::zeros_at(int64_t i) {
+  if (Tensor* t = find_at(i)) return *t;
+  const Tensor& p = owner_.param(i);
+  return at(i) = Tensor::zeros(shaped_like_param() ? p.shape() : Shape{}, owner_.target_dtype(*this, i),
+                               owner_.target_device(*this, i));
 }
 
-Tensor& Optimizer::state_or_zeros(int64_t i, const std::string& key) {
-  if (Tensor* t = find_state(i, key)) return *t;
-  const StateSpec& s = spec(StateScope::param, key);
-  const Tensor& p = param(i);
-  Tensor z = Tensor::zeros(s.shaped_like_param ? p.shape() : Shape{}, state_dtype(s, p.dtype()), target_device(s, i));
-  return param_state_[size_t(i)][key] = z;
-}
+Tensor& ParamSlot::store(int64_t i, const Tensor& value) { return at(i) = owner_.placed(*this, i, value); }
 
-Tensor& Optimizer::group_state_ref(size_t g, const std::string& key) {
-  auto& m = group_state_.at(g);
-  auto it = m.find(key);
-  LATHE_CHECK(it != m.end(), kind(), ": group ", g, " has no state \"", key, "\"");
-  return it->second;
-}
+bool ParamSlot::owner_fused() const { return owner_.fused(); }
 
-void Optimizer::set_group_state(size_t g, const std::string& key, const Tensor& value) {
-  group_state_.at(g)[key] = placed(spec(StateScope::group, key), int64_t(g), value);
-}
+// The point of typed slots, checked where it is cheapest: host access compiles only against a
+// slot whose policy is host (a device-placed slot has no T&).
+namespace {
+template <class S>
+concept host_readable = requires(S& s) { s.host(int64_t(0)); };
+static_assert(host_readable<ParamScalar<float, Placement::host, Placement::with_param>>);
+static_assert(!host_readable<ParamScalar<float, Placement::with_param>>);
+static_assert(!host_readable<ParamState<>>);
+}  // namespace
 
-Tensor& Optimizer::global_state_ref(const std::string& key) {
-  auto it = global_state_.find(key);
-  LATHE_CHECK(it != global_state_.end(), kind(), ": no global state \"", key, "\"");
-  return it->second;
-}
-
-void Optimizer::set_global_state(const std::string& key, const Tensor& value) {
-  global_state_[key] = placed(spec(StateScope::global, key), -1, value);
-}
+// ---------------------------------------------------------------- state access by name
 
 Tensor Optimizer::state(int64_t i, const std::string& key) const {
   param(i);
-  const auto& m = param_state_[size_t(i)];
-  auto it = m.find(key);
-  return it == m.end() ? Tensor() : it->second;
+  const StateSlot* s = declared(StateScope::param, key);
+  return s ? s->get(i) : Tensor();
 }
 
 Tensor Optimizer::group_state_tensor(size_t g, const std::string& key) const {
   LATHE_CHECK(g < groups_.size(), kind(), ": group ", g, " does not exist (", groups_.size(), " groups)");
-  auto it = group_state_[g].find(key);
-  return it == group_state_[g].end() ? Tensor() : it->second;
+  const StateSlot* s = declared(StateScope::group, key);
+  return s ? s->get(int64_t(g)) : Tensor();
 }
 
 Tensor Optimizer::global_state_tensor(const std::string& key) const {
-  auto it = global_state_.find(key);
-  return it == global_state_.end() ? Tensor() : it->second;
+  const StateSlot* s = declared(StateScope::global, key);
+  return s ? s->get(-1) : Tensor();
 }
 
 // ---------------------------------------------------------------- checkpoint API
@@ -317,26 +248,33 @@ void Optimizer::load_groups_json(const nlohmann::json& groups) {
     }
     LATHE_CHECK(idx == groups_[g].indices, k, ": saved group ", g, " holds parameters ", j["params"].dump(),
                 " but this optimizer's group ", g, " holds ", nlohmann::json(groups_[g].indices).dump());
-    nlohmann::json opts = j;
-    merge_defaults(k.c_str(), opts, defaults_);
-    validate_options(opts);
-    all.push_back(std::move(opts));
+    all.push_back(checked_options(j));
   }
-  for (size_t g = 0; g < groups_.size(); ++g) groups_[g].options = std::move(all[g]);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    groups_[g].options = std::move(all[g]);
+    store_options(g, groups_[g].options);
+  }
 }
 
 std::vector<StateEntry> Optimizer::state_entries() const {
+  // Within each parameter / group, entries come in key order (the order of the files written
+  // before state had types).
+  std::map<std::string, const StateSlot*> by_scope[3];
+  for (const StateSlot* s : declared_slots()) by_scope[size_t(s->scope())][s->key()] = s;
   std::vector<StateEntry> out;
-  auto add = [&](StateScope scope, int64_t index, const std::string& key, const Tensor& t) {
-    const StateSpec& s = spec(scope, key);
-    std::string name = std::string(scope_name(scope)) + "." + (index >= 0 ? std::to_string(index) + "." : "") + key;
-    out.push_back(StateEntry{std::move(name), scope, index, key, s.placement_for(fused_), t.dtype(), t});
+  auto add = [&](StateScope scope, int64_t index, const StateSlot& s, const Tensor& t) {
+    std::string name =
+        std::string(scope_name(scope)) + "." + (index >= 0 ? std::to_string(index) + "." : "") + s.key();
+    out.push_back(StateEntry{std::move(name), scope, index, s.key(), s.placement(fused_), t.dtype(), t});
   };
-  for (size_t i = 0; i < param_state_.size(); ++i)
-    for (const auto& [key, t] : param_state_[i]) add(StateScope::param, int64_t(i), key, t);
-  for (size_t g = 0; g < group_state_.size(); ++g)
-    for (const auto& [key, t] : group_state_[g]) add(StateScope::group, int64_t(g), key, t);
-  for (const auto& [key, t] : global_state_) add(StateScope::global, -1, key, t);
+  for (int64_t i = 0; i < int64_t(params_.size()); ++i)
+    for (const auto& [key, s] : by_scope[size_t(StateScope::param)])
+      if (const Tensor& t = s->get(i); t.defined()) add(StateScope::param, i, *s, t);
+  for (int64_t g = 0; g < int64_t(groups_.size()); ++g)
+    for (const auto& [key, s] : by_scope[size_t(StateScope::group)])
+      if (const Tensor& t = s->get(g); t.defined()) add(StateScope::group, g, *s, t);
+  for (const auto& [key, s] : by_scope[size_t(StateScope::global)])
+    if (const Tensor& t = s->get(-1); t.defined()) add(StateScope::global, -1, *s, t);
   return out;
 }
 
@@ -375,16 +313,14 @@ void Optimizer::load_state(const std::map<std::string, StateSource>& sources) {
   // Validate everything first, so that a bad entry changes nothing.
   struct Item {
     ParsedName where;
-    const StateSpec* spec;
+    StateSlot* slot;
     const StateSource* src;
   };
   std::vector<Item> items;
   for (const auto& [name, src] : sources) {
     ParsedName pn = parse_state_name(k, name);
-    const StateSpec* sp = nullptr;
-    for (const auto& s : schema_)
-      if (s.scope == pn.scope && s.key == pn.key) sp = &s;
-    LATHE_CHECK(sp != nullptr, k, ": state \"", name, "\" is not in this optimizer's schema (", scope_name(pn.scope),
+    StateSlot* sp = declared(pn.scope, pn.key);
+    LATHE_CHECK(sp != nullptr, k, ": state \"", name, "\" is not declared by this optimizer (", scope_name(pn.scope),
                 " state \"", pn.key, "\" unknown)");
     if (pn.scope == StateScope::param) {
       LATHE_CHECK(pn.index < int64_t(params_.size()), k, ": state \"", name, "\" names parameter ", pn.index,
@@ -408,34 +344,30 @@ void Optimizer::load_state(const std::map<std::string, StateSource>& sources) {
       dt = hb.dtype;
     }
     LATHE_CHECK(is_floating(dt) || is_integral(dt), k, ": state \"", name, "\" has dtype ", dtype_name(dt));
-    if (pn.scope == StateScope::param && sp->shaped_like_param) {
+    if (pn.scope == StateScope::param && sp->shaped_like_param()) {
       const Tensor& p = params_[size_t(pn.index)];
       LATHE_CHECK(shape == p.shape(), k, ": state \"", name, "\" has shape ", shape_str(shape), " but parameter ",
                   pn.index, " has shape ", shape_str(p.shape()));
     }
-    if (pn.scope != StateScope::param || !sp->shaped_like_param)
-      if (sp->scope != StateScope::param)
-        LATHE_CHECK(numel_of(shape) == 1, k, ": state \"", name, "\" must hold one value, got shape ", shape_str(shape));
+    if (sp->scope() != StateScope::param)
+      LATHE_CHECK(numel_of(shape) == 1, k, ": state \"", name, "\" must hold one value, got shape ", shape_str(shape));
     items.push_back(Item{pn, sp, &src});
   }
   for (const auto& it : items) {
     const int64_t index = it.where.index;
-    Device target = target_device(*it.spec, index);
-    DType dt = it.spec->scope == StateScope::param ? state_dtype(*it.spec, params_[size_t(index)].dtype())
-                                                   : state_dtype(*it.spec, DType::f32);
+    Device target = target_device(*it.slot, index);
+    DType dt = target_dtype(*it.slot, index);
     Tensor t;
     if (const auto* src = std::get_if<Tensor>(&it.src->value)) {
-      t = placed(*it.spec, index, *src);
+      t = placed(*it.slot, index, *src);
     } else {
       // Straight from the host bytes to the target device: one copy, no stop on the way.
       const auto& hb = std::get<HostBytes>(it.src->value);
       t = Tensor::from_bytes(hb.data, hb.shape, hb.dtype, hb.dtype == dt ? target : Device::cpu());
       if (t.dtype() != dt) t = t.to(dt).to(target);
     }
-    if (it.spec->scope != StateScope::param) t = t.reshape({});
-    if (it.spec->scope == StateScope::param) param_state_[size_t(index)][it.where.key] = t;
-    else if (it.spec->scope == StateScope::group) group_state_[size_t(index)][it.where.key] = t;
-    else global_state_[it.where.key] = t;
+    if (it.slot->scope() != StateScope::param) t = t.reshape({});
+    it.slot->at(index) = t;
   }
 }
 

@@ -1,4 +1,4 @@
-// The base of every optimizer: param groups, state typed by placement policy, and the interface a
+// The base of every optimizer: param groups, typed state placed by policy, and the interface a
 // checkpoint writer uses to save and restore a run.
 //
 // Parameters. An optimizer tracks exactly the Tensors it was given (their identity, as
@@ -8,16 +8,20 @@
 // require gradients (frozen) is skipped and never holds state; a parameter whose grad is undefined
 // is skipped and its per-parameter state (its step count included) does not advance, as PyTorch.
 //
-// State. Each optimizer declares a StateSchema (optim/placement.h): per-parameter, per-group and
-// global state, each with a policy for the plain path and one for the fused path. No state tensor
-// stores "its device": at the start of every step() each tensor is moved (only if it is not already
-// there) to the device its policy gives for where its parameter is now, so after any order of
-// (create optimizer, Module::to, load state, step) the step runs with every tensor in place, and a
-// step after the move does no more transfers than a fresh run's.
+// State. Each optimizer declares its state as member slots (optim/state.h, optim/param_state.h)
+// whose types carry the scope and the policy for the plain and the fused path; the base keeps the
+// generic loops over them. No state tensor stores "its device": at the start of every step() each
+// tensor is moved (only if it is not already there) to the device its policy gives for where its
+// parameter is now, so after any order of (create optimizer, Module::to, load state, step) the
+// step runs with every tensor in place, and a step after the move does no more transfers than a
+// fresh run's.
+//
+// Hyperparameters. Each optimizer keeps a typed struct per group (optim/options.h) that its update
+// reads; ParamGroup::options is the JSON view of it under PyTorch's names, for callers and files.
 //
 // Checkpoint API (used by serialize/checkpoint):
 //   kind()            "sgd", "adam", "adamw", "prodigy"
-//   fused()           the mode, which picks each spec's policy
+//   fused()           the mode, which picks each slot's policy
 //   groups_json()     [{"params": [i, ...], <hyperparameters under PyTorch names>}, ...]
 //   load_groups_json  restores hyperparameters (the param layout must match)
 //   state_entries()   every state tensor that exists, with a stable name
@@ -40,12 +44,15 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "optim/options.h"
+#include "optim/param_state.h"
 #include "optim/placement.h"
+#include "optim/state.h"
 
 namespace lathe::optim {
 
-// One param group: its parameters and its hyperparameters under PyTorch's names (defaults filled
-// in and validated by the optimizer).
+// One param group: its parameters and the JSON view of its hyperparameters under PyTorch's names
+// (defaults filled in, validated; generated from the optimizer's typed options).
 struct ParamGroup {
   std::vector<Tensor> params;
   std::vector<int64_t> indices;  // the parameter numbers of `params`
@@ -53,9 +60,6 @@ struct ParamGroup {
 
   double number(const std::string& key) const;  // throws naming the key when absent / not a number
   bool flag(const std::string& key) const;
-  int64_t integer(const std::string& key) const;
-  std::pair<double, double> pair(const std::string& key) const;  // e.g. betas
-  bool is_null(const std::string& key) const;  // e.g. Prodigy's beta3 = None
 };
 
 // One state tensor, as state_entries() lists it.
@@ -81,16 +85,13 @@ struct StateSource {
   std::optional<Placement> saved_placement;  // what the writer recorded; informational
 };
 
-class Optimizer {
+// An optimizer is the set of its declared state slots (StateSet: declared_slots(), declared()).
+class Optimizer : public StateSet {
  public:
   virtual ~Optimizer() = default;
-  Optimizer(const Optimizer&) = delete;
-  Optimizer& operator=(const Optimizer&) = delete;
 
   virtual std::string kind() const = 0;
   bool fused() const { return fused_; }
-  // The declared state, including the base's global "step".
-  const StateSchema& state_schema() const { return schema_; }
 
   // Adds a group; `options` override the optimizer's defaults (unknown keys and invalid values
   // are errors naming them). Returns the group number.
@@ -104,13 +105,13 @@ class Optimizer {
   // Clears the gradient of every tracked parameter (to none).
   void zero_grad();
   // Completed step() calls (the global "step" state, host).
-  int64_t step_count() const;
+  int64_t step_count() const { return completed_steps_.value(); }
 
   double lr(size_t group) const;
   void set_lr(size_t group, double value);  // validated like the option
   void set_lr_all(double value);
 
-  // ---- state access (undefined Tensor when absent) ----
+  // ---- state access by name, for callers and tests (undefined Tensor when absent) ----
   Tensor state(int64_t param_index, const std::string& key) const;
   Tensor group_state_tensor(size_t group, const std::string& key) const;
   Tensor global_state_tensor(const std::string& key) const;
@@ -124,27 +125,17 @@ class Optimizer {
   void load_state(const std::map<std::string, StateSource>& sources);
 
  protected:
-  Optimizer(nlohmann::json defaults, StateSchema schema, bool fused);
+  explicit Optimizer(bool fused) : fused_(fused) {}
 
-  // Fills defaults in `options` and checks every value; errors name the option and the value.
-  virtual void validate_options(nlohmann::json& options) const = 0;
+  // Options, implemented by TypedOptimizer from the optimizer's option list.
+  // The canonical JSON view of `overrides` read over the defaults; throws on any bad option.
+  virtual nlohmann::json checked_options(const nlohmann::json& overrides) const = 0;
+  // Keeps the typed copy of group g's options (`canonical` is checked_options' result).
+  virtual void store_options(size_t group, const nlohmann::json& canonical) = 0;
   // The update itself; state is already where its policy says.
   virtual void update() = 0;
   // Called once per new group after it was added (group state initialisation).
   virtual void init_group_state(size_t /*group*/) {}
-
-  const StateSpec& spec(StateScope scope, const std::string& key) const;
-  // The per-parameter state `key`, or nullptr when absent.
-  Tensor* find_state(int64_t param_index, const std::string& key);
-  // Stores `value` as state `key` of parameter i, converted to the spec's dtype and placed by
-  // policy; returns the stored tensor.
-  Tensor& set_state(int64_t param_index, const std::string& key, const Tensor& value);
-  // The state `key` of parameter i, created as zeros of the parameter's shape when absent.
-  Tensor& state_or_zeros(int64_t param_index, const std::string& key);
-  Tensor& group_state_ref(size_t group, const std::string& key);
-  void set_group_state(size_t group, const std::string& key, const Tensor& value);
-  Tensor& global_state_ref(const std::string& key);
-  void set_global_state(const std::string& key, const Tensor& value);
 
   // Parameters that take part in this step: trainable and with a gradient.
   static bool participates(const Tensor& p);
@@ -152,28 +143,46 @@ class Optimizer {
   std::vector<ParamGroup> groups_;
 
  private:
+  friend class ParamSlot;  // creates and places per-parameter state through the helpers below
+
+  const StateSlot& slot(StateScope scope, const std::string& key) const;  // throws when undeclared
   Device owner_device(StateScope scope, int64_t index) const;
-  Device target_device(const StateSpec& spec, int64_t index) const;
-  Tensor placed(const StateSpec& spec, int64_t index, const Tensor& value) const;
+  Device target_device(const StateSlot& slot, int64_t index) const;
+  DType target_dtype(const StateSlot& slot, int64_t index) const;
+  Tensor placed(const StateSlot& slot, int64_t index, const Tensor& value) const;
   // Moves every state tensor whose device differs from its policy's (after a Module::to).
   void place_state();
 
-  nlohmann::json defaults_;
-  StateSchema schema_;
   bool fused_;
   std::vector<Tensor> params_;
   std::map<TensorImpl*, int64_t> index_of_;
-  std::vector<std::map<std::string, Tensor>> param_state_;
-  std::vector<std::map<std::string, Tensor>> group_state_;
-  std::map<std::string, Tensor> global_state_;
+  // Completed steps: counted on the host in every mode, so counting costs no device traffic.
+  HostScalar<int64_t, StateScope::global> completed_steps_{*this, "step"};
 };
 
-// Checks shared by optimizers' validate_options: errors name the optimizer, option and value.
-void check_lr(const char* opt, double lr);
-void check_nonnegative(const char* opt, const char* option, double value);
-void check_beta(const char* opt, const char* option, double value);  // in [0, 1)
-void check_positive(const char* opt, const char* option, double value);
-// Fills `options` with every default that it lacks and rejects keys not in `defaults`.
-void merge_defaults(const char* opt, nlohmann::json& options, const nlohmann::json& defaults);
+// The typed half of an optimizer: its options struct O per group, generated from its option list.
+template <class O>
+class TypedOptimizer : public Optimizer {
+ protected:
+  // `name` names the optimizer in errors (kind() is not callable while constructing).
+  TypedOptimizer(const char* name, const OptionList<O>& list, const nlohmann::json& defaults, bool fused)
+      : Optimizer(fused), name_(name), list_(list), defaults_(list.parse(name, defaults, list.defaults())) {}
+
+  const O& options(size_t group) const { return typed_.at(group); }
+
+  nlohmann::json checked_options(const nlohmann::json& overrides) const override {
+    return list_.to_json(list_.parse(name_, overrides, defaults_));
+  }
+  void store_options(size_t group, const nlohmann::json& canonical) override {
+    if (typed_.size() <= group) typed_.resize(group + 1);
+    typed_[group] = list_.parse(name_, canonical, defaults_);
+  }
+
+ private:
+  const char* name_;
+  const OptionList<O>& list_;
+  O defaults_;
+  std::vector<O> typed_;
+};
 
 }  // namespace lathe::optim

@@ -11,31 +11,46 @@
 // State. Per parameter (PyTorch keys): s and p0 (the parameter sliced every slice_p elements; p0
 // is a scalar 0 when the parameter was all zeros), exp_avg (when beta1 > 0), exp_avg_sq, all with
 // the parameter. Per group, in f64: d, d0, d_max, d_numerator, d_denom, d_hat, k. The host reads d
-// every plain step (it scales each update), so these live on the host; a capturable step would
-// keep them with the group (the schema says so), but lathe's Prodigy has only the plain path.
+// every step (it scales each update), so these live on the host. lathe's Prodigy has only this
+// plain path (no fused or capturable step), so no other policy is declared.
 #pragma once
 
 #include "optim/optimizer.h"
 
 namespace lathe::optim {
 
-class Prodigy : public Optimizer {
+// Hyperparameters of one group; JSON names (the reference's) in prodigy.cpp's option list. "betas"
+// is (beta1, beta2); beta3 absent means sqrt(beta2); growth_rate may be infinity.
+struct ProdigyOptions {
+  double lr, beta1, beta2;
+  std::optional<double> beta3;
+  double eps, weight_decay;
+  bool decouple, use_bias_correction, safeguard_warmup;
+  double d0, d_coef, growth_rate;
+  int64_t slice_p;
+};
+
+class Prodigy : public TypedOptimizer<ProdigyOptions> {
  public:
   explicit Prodigy(const nlohmann::json& defaults = {});
   Prodigy(const std::vector<Tensor>& params, const nlohmann::json& options = {});
   std::string kind() const override { return "prodigy"; }
 
-  static const StateSchema schema;
   // A group's scalar state as doubles ({"d": ..., "k": ...}).
   nlohmann::json group_scalars(size_t group) const;
 
  protected:
-  void validate_options(nlohmann::json& options) const override;
   void init_group_state(size_t group) override;
   void update() override;
 
  private:
-  double& scalar(size_t group, const char* key);
+  ParamState<> s_{*this, "s", ParamShape::own};
+  ParamState<> p0_{*this, "p0", ParamShape::own};
+  ParamState<> exp_avg_{*this, "exp_avg"};
+  ParamState<> exp_avg_sq_{*this, "exp_avg_sq"};
+  using GroupScalar = HostScalar<double, StateScope::group>;
+  GroupScalar d_{*this, "d"}, d0_{*this, "d0"}, d_max_{*this, "d_max"}, d_numerator_{*this, "d_numerator"},
+      d_denom_{*this, "d_denom"}, d_hat_{*this, "d_hat"}, k_{*this, "k"};
 };
 
 }  // namespace lathe::optim

@@ -8,17 +8,23 @@
 
 namespace lathe::optim {
 
-class SGD : public Optimizer {
+// Hyperparameters of one group; JSON names (PyTorch's) in sgd.cpp's option list.
+struct SGDOptions {
+  double lr, momentum, dampening, weight_decay;
+  bool nesterov, maximize;
+};
+
+class SGD : public TypedOptimizer<SGDOptions> {
  public:
   explicit SGD(const nlohmann::json& defaults = {});
   SGD(const std::vector<Tensor>& params, const nlohmann::json& options = {});
   std::string kind() const override { return "sgd"; }
 
-  static const StateSchema schema;
-
  protected:
-  void validate_options(nlohmann::json& options) const override;
   void update() override;
+
+ private:
+  ParamState<> momentum_buffer_{*this, "momentum_buffer"};
 };
 
 }  // namespace lathe::optim

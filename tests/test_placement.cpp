@@ -168,11 +168,12 @@ TEST_CASE("placement: Prodigy's group scalars stay on the host, its moments with
       CHECK(e.tensor.device() == kSim);
     }
   }
-  const StateSpec* d = nullptr;
-  for (const auto& s : opt.state_schema())
-    if (s.key == "d") d = &s;
+  // Prodigy has only the plain path: its group scalars are declared host in both modes.
+  const StateSlot* d = opt.declared(StateScope::group, "d");
   REQUIRE(d != nullptr);
-  CHECK(d->fused_placement == Placement::with_group);
+  CHECK(d->placement(false) == Placement::host);
+  CHECK(d->placement(true) == Placement::host);
+  CHECK(opt.state_device(StateScope::group, 0, "d") == Device::cpu());
 }
 
 TEST_CASE("placement: loaded state is created where the policy says, in any order with moves") {

@@ -1,0 +1,65 @@
+#include "optim/options.h"
+
+#include <cmath>
+
+namespace lathe::optim {
+
+NumberCheck learning_rate() {
+  return [](const char* opt, double lr) {
+    LATHE_CHECK(std::isfinite(lr) && lr >= 0, opt, ": invalid learning rate lr = ", lr, " (must be >= 0)");
+  };
+}
+
+NumberCheck at_least_zero(std::string what) {
+  return [what](const char* opt, double v) {
+    LATHE_CHECK(!std::isnan(v) && v >= 0, opt, ": invalid ", what, " = ", v, " (must be >= 0)");
+  };
+}
+
+NumberCheck above_zero(std::string what) {
+  return [what](const char* opt, double v) { LATHE_CHECK(v > 0, opt, ": invalid ", what, " = ", v, " (must be > 0)"); };
+}
+
+NumberCheck beta(std::string what) {
+  return [what](const char* opt, double v) {
+    LATHE_CHECK(v >= 0 && v < 1, opt, ": invalid ", what, " = ", v, " (must be in [0, 1))");
+  };
+}
+
+namespace json_read {
+
+double number(const nlohmann::json& v, const std::string& name, const char* opt) {
+  LATHE_CHECK(v.is_number(), opt, ": option \"", name, "\" must be a number, got ", v.dump());
+  return v.get<double>();
+}
+
+bool flag(const nlohmann::json& v, const std::string& name, const char* opt) {
+  LATHE_CHECK(v.is_boolean(), opt, ": option \"", name, "\" must be true or false, got ", v.dump());
+  return v.get<bool>();
+}
+
+int64_t integer(const nlohmann::json& v, const std::string& name, const char* opt) {
+  LATHE_CHECK(v.is_number_integer(), opt, ": invalid ", name, " = ", v.dump(), " (must be an integer)");
+  return v.get<int64_t>();
+}
+
+std::pair<double, double> number_pair(const nlohmann::json& v, const std::string& name, const char* opt) {
+  LATHE_CHECK(v.is_array() && v.size() == 2 && v[0].is_number() && v[1].is_number(), opt, ": option \"", name,
+              "\" must be a pair of numbers, got ", v.dump());
+  return {v[0].get<double>(), v[1].get<double>()};
+}
+
+double number_or_inf(const nlohmann::json& v, const std::string& name, const char* opt) {
+  if (v.is_null()) return std::numeric_limits<double>::infinity();
+  if (v.is_string()) {
+    const auto s = v.get<std::string>();
+    LATHE_CHECK(s == "inf" || s == "Infinity", opt, ": invalid ", name, " \"", s,
+                "\" (a number > 0, or null / \"inf\" for no limit)");
+    return std::numeric_limits<double>::infinity();
+  }
+  LATHE_CHECK(v.is_number(), opt, ": invalid ", name, " ", v.dump(), " (a number > 0, or null / \"inf\")");
+  return v.get<double>();
+}
+
+}  // namespace json_read
+}  // namespace lathe::optim
