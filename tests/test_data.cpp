@@ -8,8 +8,8 @@
 #include <string>
 
 #include "core/error.h"
-#include "examples/lib/data.h"
-#include "examples/lib/tokenizer.h"
+#include "train/data.h"
+#include "train/tokenizer.h"
 #include "tests/temp_dir.h"
 
 using namespace lathe;

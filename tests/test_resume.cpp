@@ -17,8 +17,8 @@
 #include <thread>
 
 #include "core/error.h"
-#include "examples/lib/run_checkpoints.h"
-#include "examples/lib/trainer.h"
+#include "train/run_checkpoints.h"
+#include "train/trainer.h"
 #include "serialize/checksum.h"
 #include "tests/temp_dir.h"
 #include "tests/test_helpers.h"

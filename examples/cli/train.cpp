@@ -1,11 +1,11 @@
 // lathe train: train a GPT on a text corpus (bytes as tokens) and write DIR/metrics.jsonl,
-// DIR/loss.svg and DIR/model.safetensors; see examples/lib/trainer.h for the loop.
+// DIR/loss.svg and DIR/model.safetensors; see train/trainer.h for the loop.
 #include "examples/cli/commands.h"
 #include <algorithm>
 #include <filesystem>
 
-#include "examples/lib/run_checkpoints.h"
-#include "examples/lib/trainer.h"
+#include "train/run_checkpoints.h"
+#include "train/trainer.h"
 
 namespace lathe::cli {
 

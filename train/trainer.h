@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "core/random.h"
-#include "examples/lib/data.h"
-#include "examples/lib/model_config.h"
-#include "examples/lib/train_options.h"
+#include "train/data.h"
+#include "train/model_config.h"
+#include "train/train_options.h"
 #include "nn/gpt.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"

@@ -1,4 +1,4 @@
-#include "examples/lib/trainer.h"
+#include "train/trainer.h"
 
 #include <algorithm>
 #include <chrono>
@@ -8,12 +8,12 @@
 
 #include "core/autograd.h"
 #include "core/ops.h"
-#include "examples/lib/loss_plot.h"
-#include "examples/lib/metrics_log.h"
-#include "examples/lib/run_checkpoints.h"
-#include "examples/lib/system_info.h"
-#include "examples/lib/tokenizer.h"
-#include "examples/lib/weights_file.h"
+#include "train/loss_plot.h"
+#include "train/metrics_log.h"
+#include "train/run_checkpoints.h"
+#include "train/system_info.h"
+#include "train/tokenizer.h"
+#include "train/weights_file.h"
 #include "optim/adam.h"
 #include "optim/clip.h"
 #include "optim/prodigy.h"
