@@ -8,17 +8,16 @@
 
 #include "core/autograd.h"
 #include "core/ops.h"
+#include "serialize/atomic_file.h"
 #include "train/loss_plot.h"
 #include "train/metrics_log.h"
+#include "train/nanogpt_groups.h"
+#include "train/optimizer_registry.h"
 #include "train/run_checkpoints.h"
 #include "train/system_info.h"
 #include "train/tokenizer.h"
+#include "train/train_step.h"
 #include "train/weights_file.h"
-#include "optim/adam.h"
-#include "optim/clip.h"
-#include "optim/prodigy.h"
-#include "optim/sgd.h"
-#include "serialize/atomic_file.h"
 
 namespace lathe::app {
 
@@ -31,28 +30,17 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 // Random streams of a run, each from its own derived seed.
 enum Stream : uint64_t { kWeights = 1, kBatches = 2, kEvaluation = 3, kSampling = 4 };
 
-// nanoGPT's configure_optimizers: every 2-D parameter (matmul weights, embeddings) decays, biases
-// and LayerNorm parameters do not.
-std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, const nn::GPT& model, Device device) {
-  std::vector<Tensor> decay, no_decay;
-  for (const Tensor& p : model.parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+// The optimizer of a run: --optimizer from the registry with the run's hyperparameters under
+// their PyTorch names, over nanoGPT's groups (weight decay on 2-D parameters only).
+std::unique_ptr<optim::Optimizer> make_run_optimizer(const TrainOptions& o, const nn::GPT& model, Device device) {
   const nlohmann::json betas = {o.beta1, o.beta2};
-  std::unique_ptr<optim::Optimizer> opt;
-  if (o.optimizer == "adamw" || o.optimizer == "adam") {
-    // The fused path runs one multi-tensor kernel per group: fewer launches on a GPU.
-    const bool fused = device.type == DeviceType::cuda;
-    const nlohmann::json defaults = {{"lr", o.lr}, {"betas", betas}};
-    if (o.optimizer == "adamw") opt = std::make_unique<optim::AdamW>(defaults, fused);
-    else opt = std::make_unique<optim::Adam>(defaults, fused);
-  } else if (o.optimizer == "sgd") {
-    opt = std::make_unique<optim::SGD>(nlohmann::json{{"lr", o.lr}, {"momentum", o.beta1}});
-  } else if (o.optimizer == "prodigy") {
-    opt = std::make_unique<optim::Prodigy>(nlohmann::json{{"lr", o.lr}, {"betas", betas}});
-  } else {
-    LATHE_FAIL("unknown optimizer \"", o.optimizer, "\" (expected adamw, adam, sgd or prodigy)");
-  }
-  opt->add_param_group(decay, {{"weight_decay", o.weight_decay}});
-  opt->add_param_group(no_decay, {{"weight_decay", 0.0}});
+  nlohmann::json defaults = {{"lr", o.lr}, {"betas", betas}};
+  if (o.optimizer == "sgd") defaults = {{"lr", o.lr}, {"momentum", o.beta1}};
+  // The fused path runs one multi-tensor kernel per group: fewer launches on a GPU.
+  const OptimizerKind* kind = find_optimizer_kind(o.optimizer);
+  const bool fused = device.type == DeviceType::cuda && kind != nullptr && kind->has_fused;
+  auto opt = make_optimizer(o.optimizer, defaults, fused);
+  add_nanogpt_param_groups(*opt, model, {{"weight_decay", o.weight_decay}});
   return opt;
 }
 
@@ -117,7 +105,7 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
 
   state_.model = std::make_unique<nn::GPT>(cfg, derive_seed(options_.seed, kWeights), device_);
   state_.model->train(true);
-  state_.optimizer = make_optimizer(options_, *state_.model, device_);
+  state_.optimizer = make_run_optimizer(options_, *state_.model, device_);
   // nanoGPT's schedule with lr_decay_iters = max_iters; warm-up shorter than the run.
   const int64_t warmup = std::min(options_.warmup, options_.steps - 1);
   state_.schedule = std::make_unique<optim::WarmupCosineLr>(options_.lr, warmup, options_.steps,
@@ -188,18 +176,11 @@ TrainOptions Trainer::resume_options(const serialize::TrainingCheckpoint& ckpt, 
 StepResult Trainer::train_step() {
   const auto t0 = Clock::now();
   StepResult r;
-  nn::GPT& model = *state_.model;
-  optim::Optimizer& opt = *state_.optimizer;
   Batch b = data_->sample(Split::train, batch_, state_.data_gen, device_);
-  nn::GPTOutput out = model.forward(b.x, b.y);
-  out.loss.backward();
-  if (options_.grad_clip > 0)
-    r.grad_norm = optim::clip_grad_norm(model.parameters(), options_.grad_clip).item();
   r.lr = state_.schedule->lr(state_.step);
-  opt.set_lr_all(r.lr);
-  opt.step();
-  opt.zero_grad();
-  r.loss = out.loss.item();
+  const StepOutcome o = app::train_step(*state_.model, *state_.optimizer, b.x, b.y, options_.grad_clip, r.lr);
+  r.loss = o.loss;
+  r.grad_norm = o.grad_norm;
   LATHE_CHECK(std::isfinite(r.loss), "training diverged: the loss is ", r.loss, " at step ", state_.step + 1,
               " (lr ", r.lr, "); try a lower --lr or a --grad-clip");
   ++state_.step;

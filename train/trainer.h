@@ -6,8 +6,8 @@
 // (serialize/checkpoint.h) holds exactly that plus the options, so a run resumed at step k is
 // bitwise identical to the run that never stopped: same losses, same final weights.
 //
-// One step: draw a batch, forward, backward, clip the global gradient norm, set the scheduled
-// LR, optimizer step, zero the gradients. Every eval_interval steps (and at the end) the mean
+// One step: draw a batch, then train_step (train/train_step.h): forward, backward, clip the global
+// gradient norm, set the scheduled LR, optimizer step, zero the gradients. Every eval_interval steps (and at the end) the mean
 // validation loss over eval_iters batches is measured without gradients in eval mode; its batches
 // come from a generator re-seeded for every evaluation, so evaluations compare the same windows
 // and the training batches do not depend on how often one evaluates.
@@ -61,7 +61,7 @@ uint64_t derive_seed(uint64_t seed, uint64_t stream);
 class Trainer {
  public:
   // Opens the corpus, builds the model on the device and the optimizer with nanoGPT's param
-  // groups (weight decay on 2-D parameters only). With `resume`, the model config comes from the
+  // groups (train/nanogpt_groups.h). With `resume`, the model config comes from the
   // checkpoint and the whole state is restored from it (onto options.device); the options should
   // be the checkpoint's (resume_options). Throws lathe::Error naming what is wrong.
   explicit Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resume = nullptr);
