@@ -82,14 +82,16 @@ uint64_t derive_seed(uint64_t seed, uint64_t stream) {
   return z ^ (z >> 31);
 }
 
-Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resume) : options_(std::move(options)) {
+Trainer::Trainer(TrainOptions options) : Trainer(std::move(options), nullptr, nullptr) {}
+
+Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resume, const ProgramState* program)
+    : options_(std::move(options)) {
   validate(options_);
   if (resume) {
     // The model is the checkpoint's, whatever --config names today (a JSON file may have changed).
-    const nlohmann::json& program = resume->program();
-    state_.model_choice.name = program.at("model_name").get<std::string>();
+    state_.model_choice.name = program->model_name;
     state_.model_choice.config = nn::GPTConfig::from_json(resume->model_description());
-    state_.model_choice.default_batch = program.at("batch").get<int64_t>();
+    state_.model_choice.default_batch = program->batch;
   } else {
     state_.model_choice = resolve_model_config(options_.config);
   }
@@ -112,24 +114,18 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
                                                             options_.effective_min_lr());
   state_.data_gen = Generator(derive_seed(options_.seed, kBatches), 0);
   state_.step = 0;
-  if (resume) restore(*resume);
+  if (resume) restore(*resume, *program);
 }
 
-void Trainer::restore(const serialize::TrainingCheckpoint& ckpt) {
-  const nlohmann::json& program = ckpt.program();
+void Trainer::restore(const serialize::TrainingCheckpoint& ckpt, const ProgramState& program) {
   try {
-    const auto corpus_bytes = program.at("corpus_bytes").get<size_t>();
-    LATHE_CHECK(corpus_bytes == data_->corpus().size(), "the corpus ", data_->corpus().path(), " has ",
-                data_->corpus().size(), " bytes, but the run was trained on ", corpus_bytes,
+    LATHE_CHECK(program.corpus_bytes == data_->corpus().size(), "the corpus ", data_->corpus().path(), " has ",
+                data_->corpus().size(), " bytes, but the run was trained on ", program.corpus_bytes,
                 " bytes: the data windows would differ");
     ckpt.restore(*state_.model, *state_.optimizer);
-    const nlohmann::json& g = program.at("data_generator");
-    state_.data_gen.set_state(g.at("seed").get<uint64_t>(), g.at("offset").get<uint64_t>());
-    const nlohmann::json& d = program.at("dropout_generator");
-    state_.model->dropout_generator().set_state(d.at("seed").get<uint64_t>(), d.at("offset").get<uint64_t>());
-    last_val_loss_ = program.at("last_val_loss").get<double>();
-  } catch (const nlohmann::json::exception& e) {
-    LATHE_FAIL(ckpt.path(), ": checkpoint program state: ", e.what());
+    state_.data_gen.set_state(program.data_generator.seed, program.data_generator.offset);
+    state_.model->dropout_generator().set_state(program.dropout_generator.seed, program.dropout_generator.offset);
+    last_val_loss_ = program.last_val_loss;
   } catch (const Error& e) {
     const std::string msg = e.what();
     if (msg.rfind(ckpt.path(), 0) == 0) throw;
@@ -139,38 +135,6 @@ void Trainer::restore(const serialize::TrainingCheckpoint& ckpt) {
   LATHE_CHECK(state_.step <= options_.steps, ckpt.path(), ": the checkpoint is at step ", state_.step,
               ", past --steps ", options_.steps);
   resumed_ = true;
-}
-
-TrainOptions Trainer::resume_options(const serialize::TrainingCheckpoint& ckpt, const TrainOptions& given,
-                                     const std::vector<std::string>& given_keys) {
-  TrainOptions o;
-  try {
-    o = train_options_from_json(ckpt.program().at("options"));
-  } catch (const nlohmann::json::exception& e) {
-    LATHE_FAIL(ckpt.path(), ": checkpoint program state: ", e.what());
-  } catch (const Error& e) {
-    LATHE_FAIL(ckpt.path(), ": ", e.what());
-  }
-  // What may change: how long and where the run goes on, not what it computes. (A new device or
-  // thread count restores the same state, by policy, but need not give the same bits.)
-  static const std::vector<std::string> free_keys = {"steps",   "eval_interval", "eval_iters",    "ckpt_interval",
-                                                     "keep_last", "threads",     "device",        "out",
-                                                     "sample_tokens", "data"};
-  nlohmann::json stored = to_json(o), wanted = to_json(given);
-  for (const std::string& key : given_keys) {
-    if (!wanted.contains(key)) continue;
-    if (std::find(free_keys.begin(), free_keys.end(), key) != free_keys.end()) {
-      stored[key] = wanted[key];
-    } else {
-      LATHE_CHECK(stored[key] == wanted[key], "--resume: the checkpoint's run has ", key, " = ", stored[key].dump(),
-                  ", the command line asks for ", wanted[key].dump(), "; a resumed run keeps its settings");
-    }
-  }
-  TrainOptions out = train_options_from_json(stored);
-  out.quiet = given.quiet;
-  out.progress_seconds = given.progress_seconds;
-  out.resume = given.resume;
-  return out;
 }
 
 StepResult Trainer::train_step() {
@@ -219,16 +183,15 @@ void Trainer::save_checkpoint(const std::string& path) const {
   ref.optimizer = state_.optimizer.get();
   ref.step = state_.step;
   ref.model_description = state_.model_choice.config.to_json();
-  ref.program = {
-      {"options", to_json(options_)},
-      {"model_name", state_.model_choice.name},
-      {"batch", batch_},
-      {"corpus_bytes", data_->corpus().size()},
-      {"data_generator", {{"seed", state_.data_gen.seed()}, {"offset", state_.data_gen.offset()}}},
-      {"dropout_generator",
-       {{"seed", state_.model->dropout_generator().seed()}, {"offset", state_.model->dropout_generator().offset()}}},
-      {"last_val_loss", last_val_loss_},
-  };
+  ProgramState program;
+  program.options = options_;
+  program.model_name = state_.model_choice.name;
+  program.batch = batch_;
+  program.corpus_bytes = data_->corpus().size();
+  program.data_generator = {state_.data_gen.seed(), state_.data_gen.offset()};
+  program.dropout_generator = {state_.model->dropout_generator().seed(), state_.model->dropout_generator().offset()};
+  program.last_val_loss = last_val_loss_;
+  ref.program = to_json(program);
   serialize::save_training_state(path, ref);
 }
 
