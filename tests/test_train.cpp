@@ -9,11 +9,11 @@
 #include <string>
 
 #include "core/error.h"
+#include "tests/temp_dir.h"
+#include "tests/test_helpers.h"
 #include "train/loss_plot.h"
 #include "train/trainer.h"
 #include "train/weights_file.h"
-#include "tests/temp_dir.h"
-#include "tests/test_helpers.h"
 
 using namespace lathe;
 using lathe::testing::TempDir;

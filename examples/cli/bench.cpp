@@ -7,10 +7,10 @@
 #include "core/backend.h"
 #include "core/storage.h"
 #include "examples/cli/commands.h"
+#include "optim/adam.h"
 #include "train/flops.h"
 #include "train/model_config.h"
 #include "train/system_info.h"
-#include "optim/adam.h"
 
 namespace lathe::cli {
 
