@@ -9,7 +9,8 @@
 //                             optim.global.<key>
 //   scaler.scale, scaler.growth_tracker   the loss scaler's state, when the run has one
 //
-// Metadata: "format": "pt" and, under the key "lathe", one JSON document:
+// Metadata: "format": "pt" and, under the key "lathe", one JSON document (CheckpointDocument,
+// serialize/checkpoint_document.h):
 //   format_version   kCheckpointFormatVersion; a reader refuses a newer one
 //   kind             "training_state"
 //   step             optimizer steps completed
@@ -38,12 +39,10 @@
 #include "nn/module.h"
 #include "optim/grad_scaler.h"
 #include "optim/optimizer.h"
+#include "serialize/checkpoint_document.h"
 #include "serialize/safetensors.h"
 
 namespace lathe::serialize {
-
-inline constexpr int kCheckpointFormatVersion = 1;
-inline constexpr const char* kCheckpointKind = "training_state";
 
 // What a checkpoint saves; the pointed-to objects are only read.
 struct TrainingStateRef {
@@ -72,11 +71,11 @@ class TrainingCheckpoint {
 
   const std::string& path() const { return file_.path; }
   int64_t step() const { return step_; }
-  const nlohmann::json& document() const { return doc_; }
-  const nlohmann::json& model_description() const { return doc_.at("model"); }
-  const nlohmann::json& program() const { return doc_.at("program"); }
-  std::string optimizer_kind() const { return doc_.at("optimizer").at("kind").get<std::string>(); }
-  bool has_scaler() const { return !doc_.at("scaler").is_null(); }
+  const CheckpointDocument& document() const { return doc_; }
+  const nlohmann::json& model_description() const { return doc_.model; }
+  const nlohmann::json& program() const { return doc_.program; }
+  const std::string& optimizer_kind() const { return doc_.optimizer.kind; }
+  bool has_scaler() const { return !doc_.scaler.is_null(); }
 
   // Restores weights, optimizer groups and state, and the scaler's state. Checks first that the
   // objects fit the file (parameter names and shapes, the optimizer's kind, its parameters being
@@ -92,7 +91,7 @@ class TrainingCheckpoint {
   nn::NamedTensors weights_for(const nn::Module& model) const;
 
   SafetensorsFile file_;  // host tensors
-  nlohmann::json doc_;
+  CheckpointDocument doc_;
   int64_t step_ = 0;
 };
 

@@ -8,9 +8,9 @@
 #include <string>
 
 #include "core/error.h"
-#include "examples/lib/data.h"
-#include "examples/lib/tokenizer.h"
 #include "tests/temp_dir.h"
+#include "train/data.h"
+#include "train/tokenizer.h"
 
 using namespace lathe;
 using lathe::testing::TempDir;

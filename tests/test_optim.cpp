@@ -13,9 +13,9 @@
 #include "core/ops.h"
 #include "optim/adam.h"
 #include "optim/prodigy.h"
-#include "optim/reference_case.h"
 #include "optim/sgd.h"
 #include "serialize/safetensors.h"
+#include "train/ref/kinds.h"
 
 using namespace lathe;
 using namespace lathe::optim;
@@ -52,17 +52,17 @@ void check_scalar(const std::string& name, double actual, double expected, doubl
   CHECK(std::abs(actual - expected) <= rtol * std::abs(expected) + 1e-300);
 }
 
-OptimCaseResult run_case(const serialize::SafetensorsFile& c, Device device, nlohmann::json patch = {}) {
+app::RefOutput run_case(const serialize::SafetensorsFile& c, Device device, nlohmann::json patch = {}) {
   nlohmann::json spec = nlohmann::json::parse(c.metadata.at("case"));
   if (!patch.is_null()) spec.merge_patch(patch);
-  return run_optim_case(c.tensors, spec, device);
+  return app::run_optim_case(c, spec, device);
 }
 
 void check_golden(const std::string& name, Tol tol, Device device, nlohmann::json patch = {}) {
   INFO("golden case ", name, " on ", device.str());
   auto c = serialize::read_safetensors(kGolden + "/optim_" + name + ".case.safetensors");
   auto e = serialize::read_safetensors(kGolden + "/optim_" + name + ".expected.safetensors");
-  OptimCaseResult out = run_case(c, device, patch);
+  app::RefOutput out = run_case(c, device, patch);
   // Exactly the expected tensors, each close.
   std::map<std::string, Tensor> got(out.tensors.begin(), out.tensors.end());
   for (const auto& [key, t] : e.tensors) {

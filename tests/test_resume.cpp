@@ -17,11 +17,11 @@
 #include <thread>
 
 #include "core/error.h"
-#include "examples/lib/run_checkpoints.h"
-#include "examples/lib/trainer.h"
 #include "serialize/checksum.h"
 #include "tests/temp_dir.h"
 #include "tests/test_helpers.h"
+#include "train/run_checkpoints.h"
+#include "train/trainer.h"
 
 using namespace lathe;
 using lathe::testing::TempDir;
@@ -79,11 +79,10 @@ std::map<std::string, std::string> dir_contents(const fs::path& dir) {
 // Resumes the run directory `dir` with the options of its checkpoint (what `lathe train --resume
 // DIR` does).
 void resume(const fs::path& dir, std::vector<std::string> given_keys = {}, TrainOptions given = {}) {
-  const serialize::TrainingCheckpoint ckpt = open_resume_checkpoint(dir.string());
   given.quiet = true;
   given.out = dir.string();
   given_keys.push_back("out");
-  Trainer(Trainer::resume_options(ckpt, given, given_keys), &ckpt).run(nullptr);
+  Trainer::resume(dir.string(), given, given_keys).run(nullptr);
 }
 
 }  // namespace
@@ -189,7 +188,7 @@ TEST_CASE("resume: a failed resume changes no file") {
   std::ofstream(o.data, std::ios::app) << "more text";
   const auto before2 = dir_contents(dir);
   const std::string err2 = error_of([&] {
-    Trainer(Trainer::resume_options(older, given, {}), &older);
+    Trainer::resume(checkpoint_path(dir.string(), 4), given, {});
   });
   CHECK(err2.find("corpus") != std::string::npos);
   CHECK(dir_contents(dir) == before2);

@@ -9,11 +9,11 @@
 #include <string>
 
 #include "core/error.h"
-#include "examples/lib/loss_plot.h"
-#include "examples/lib/trainer.h"
-#include "examples/lib/weights_file.h"
 #include "tests/temp_dir.h"
 #include "tests/test_helpers.h"
+#include "train/loss_plot.h"
+#include "train/trainer.h"
+#include "train/weights_file.h"
 
 using namespace lathe;
 using lathe::testing::TempDir;

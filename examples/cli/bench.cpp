@@ -7,10 +7,10 @@
 #include "core/backend.h"
 #include "core/storage.h"
 #include "examples/cli/commands.h"
-#include "examples/lib/flops.h"
-#include "examples/lib/model_config.h"
-#include "examples/lib/system_info.h"
 #include "optim/adam.h"
+#include "train/flops.h"
+#include "train/model_config.h"
+#include "train/system_info.h"
 
 namespace lathe::cli {
 
@@ -91,7 +91,7 @@ void add_bench_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Time GPT training steps (forward, backward, AdamW) on random tokens");
   cmd->footer(
       "GFLOP/s counts 6 * N * tokens (N: parameters except position embeddings) plus the attention\n"
-      "products 12 * n_layer * n_embd * seq_len per token (examples/lib/flops.h).\n"
+      "products 12 * n_layer * n_embd * seq_len per token (train/flops.h).\n"
       "Compare with: python3 ../shared/bench/gpt_torch.py bench CONFIG THREADS");
   auto o = std::make_shared<BenchOptions>();
   cmd->add_option("--config", o->config, "model preset (tiny, small, char, gpt2) or a JSON file")->capture_default_str();

@@ -28,26 +28,4 @@ void add_sample_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 
-// ---- lathe ref: one function per case kind (ref_<kind>.cpp) ----
-// Each reads the case (already validated as a safetensors file), computes, and returns the
-// output tensors and the `result` metadata (empty when the kind has none). It throws lathe::Error
-// naming what is wrong with the case; the caller then writes nothing.
-struct RefOutput {
-  std::vector<std::pair<std::string, Tensor>> tensors;
-  nlohmann::json result;  // stored under metadata key "result" when not null
-};
-RefOutput run_ref_gpt(const serialize::SafetensorsFile& c, const nlohmann::json& spec, Device device);
-RefOutput run_ref_optim(const serialize::SafetensorsFile& c, const nlohmann::json& spec, Device device);
-RefOutput run_ref_train(const serialize::SafetensorsFile& c, const nlohmann::json& spec, Device device);
-
-// Shared by the gpt and train kinds (ref_case_gpt.cpp). The case's GPT: spec["config"] with
-// dropout off, on `device`, with the case's weights under nanoGPT's names (lm_head.weight
-// optional); a tensor that is neither a weight nor `is_input` is an error ("nor <inputs>").
-std::unique_ptr<nn::GPT> case_gpt(const serialize::SafetensorsFile& c, const nlohmann::json& spec, Device device,
-                                  const std::string& kind, const std::function<bool(const std::string&)>& is_input,
-                                  const std::string& inputs);
-// Token ids `name` of the case: [B, T], i64 or i32, within the vocabulary; as i64 on `device`.
-Tensor case_tokens(const serialize::SafetensorsFile& c, const std::string& name, const nn::GPT& model, Device device,
-                   const std::string& kind);
-
 }  // namespace lathe::cli

@@ -3,7 +3,7 @@
 
 #include "core/device.h"
 #include "examples/cli/commands.h"
-#include "examples/lib/system_info.h"
+#include "train/system_info.h"
 
 namespace lathe::cli {
 

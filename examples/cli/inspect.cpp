@@ -9,9 +9,11 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "examples/cli/commands.h"
+#include "serialize/checkpoint.h"
 #include "serialize/checksum.h"
 
 namespace lathe::cli {
@@ -62,8 +64,48 @@ const json* first_of(const json& doc, std::initializer_list<const char*> keys, s
   return nullptr;
 }
 
-// lathe's document: the parts a reader looks for first, then everything else generically. The
-// per-tensor entries are shown in the tensor table instead.
+// "    model: k=v ..." for a model config (or {"config": {...}}), else the value as a tree.
+void print_model(std::ostream& os, const std::string& key, const json& cfg) {
+  const json* inner = cfg.is_object() && cfg.contains("config") ? &cfg["config"] : &cfg;
+  if (inner->is_object()) os << "    model: " << key_values(*inner) << "\n";
+  else print_json(os, key, cfg, 4);
+}
+
+// "    optimizer: KIND, N groups" and one line per group.
+void print_optimizer_head(std::ostream& os, const std::string& kind, const json* groups) {
+  os << "    optimizer:" << (kind.empty() ? "" : " " + kind);
+  if (groups && groups->is_array()) os << ", " << groups->size() << " group" << (groups->size() == 1 ? "" : "s");
+  os << "\n";
+  if (groups && groups->is_array()) {
+    for (size_t i = 0; i < groups->size(); ++i) {
+      const json& g = (*groups)[i];
+      os << "      group " << i << ": " << (g.is_object() ? key_values(g) : compact(g)) << "\n";
+    }
+  }
+}
+
+void print_parameter_count(std::ostream& os, size_t n) {
+  // Each is a row of the tensor table below; here only how many.
+  os << "    parameters: " << n << " (in the tensor table)\n";
+}
+
+// A training checkpoint's document, read as the checkpoint reader reads it
+// (serialize/checkpoint_document.h). The per-tensor entries are shown in the tensor table.
+void print_checkpoint_document(std::ostream& os, const serialize::CheckpointDocument& d) {
+  os << "  lathe document, format version " << d.format_version << ", kind " << d.kind << "\n";
+  os << "    step: " << d.step << "\n";
+  print_model(os, "model", d.model);
+  print_optimizer_head(os, d.optimizer.kind, &d.optimizer.groups);
+  print_json(os, "fused", d.optimizer.fused, 6);
+  print_json(os, "params", d.optimizer.params, 6);
+  print_parameter_count(os, d.parameters.size());
+  print_json(os, "program", d.program, 4);
+  print_json(os, "scaler", d.scaler, 4);
+}
+
+// Any other lathe document (weights, or a checkpoint whose document does not read): the parts a
+// reader looks for first, then everything else generically. The per-tensor entries are shown in
+// the tensor table instead.
 void print_lathe_document(std::ostream& os, const json& doc) {
   std::vector<std::string> shown = {"tensors"};
   os << "  lathe document";
@@ -78,26 +120,16 @@ void print_lathe_document(std::ostream& os, const json& doc) {
   std::string key;
   if (const json* cfg = first_of(doc, {"model_config", "config", "model"}, key)) {
     shown.push_back(key);
-    const json* inner = cfg->is_object() && cfg->contains("config") ? &(*cfg)["config"] : cfg;
-    if (inner->is_object()) os << "    model: " << key_values(*inner) << "\n";
-    else print_json(os, key, *cfg, 4);
+    print_model(os, key, *cfg);
   }
   if (const json* opt = first_of(doc, {"optimizer", "optim"}, key)) {
     shown.push_back(key);
     if (opt->is_object()) {
       std::string name;
-      if (const json* kind = first_of(*opt, {"kind", "name", "type"}, name)) os << "    optimizer: " << compact(*kind);
-      else os << "    optimizer:";
+      const json* kind = first_of(*opt, {"kind", "name", "type"}, name);
       const json* groups = opt->contains("groups") ? &(*opt)["groups"]
                            : opt->contains("param_groups") ? &(*opt)["param_groups"] : nullptr;
-      if (groups && groups->is_array()) os << ", " << groups->size() << " group" << (groups->size() == 1 ? "" : "s");
-      os << "\n";
-      if (groups && groups->is_array()) {
-        for (size_t i = 0; i < groups->size(); ++i) {
-          const json& g = (*groups)[i];
-          os << "      group " << i << ": " << (g.is_object() ? key_values(g) : compact(g)) << "\n";
-        }
-      }
+      print_optimizer_head(os, kind ? compact(*kind) : std::string(), groups);
       for (const auto& [k, v] : opt->items())
         if (k != name && k != "groups" && k != "param_groups") print_json(os, k, v, 6);
     } else {
@@ -105,8 +137,7 @@ void print_lathe_document(std::ostream& os, const json& doc) {
     }
   }
   if (doc.contains("parameters") && doc["parameters"].is_array()) {
-    // Each is a row of the tensor table below; here only how many.
-    os << "    parameters: " << doc["parameters"].size() << " (in the tensor table)\n";
+    print_parameter_count(os, doc["parameters"].size());
     shown.push_back("parameters");
   }
   for (const auto& [k, v] : doc.items())
@@ -157,8 +188,18 @@ void inspect(const std::string& path, std::ostream& os) {
   json lathe_doc;
   auto lathe_it = file.metadata.find(serialize::kLatheMetadataKey);
   if (lathe_it != file.metadata.end()) lathe_doc = parse_or_null(lathe_it->second);
+  // A checkpoint's document is read as the checkpoint reader reads it; one that does not read
+  // (damaged, or another version) is still shown, generically.
+  std::optional<serialize::CheckpointDocument> ckpt_doc;
+  if (lathe_doc.is_object() && serialize::TrainingCheckpoint::is_checkpoint(file.metadata)) {
+    try {
+      ckpt_doc = serialize::checkpoint_document_from_json(lathe_doc, path);
+    } catch (const Error&) {
+    }
+  }
   if (!file.metadata.empty()) os << "metadata:\n";
-  if (lathe_doc.is_object()) print_lathe_document(os, lathe_doc);
+  if (ckpt_doc) print_checkpoint_document(os, *ckpt_doc);
+  else if (lathe_doc.is_object()) print_lathe_document(os, lathe_doc);
   for (const auto& [k, v] : file.metadata) {
     if (k == serialize::kLatheMetadataKey && lathe_doc.is_object()) continue;
     json j = parse_or_null(v);
@@ -189,7 +230,11 @@ void inspect(const std::string& path, std::ostream& os) {
       v << "value " << t.item();
       details += v.str();
     }
-    if (per_tensor && per_tensor->contains(name)) {
+    if (ckpt_doc) {
+      auto rec = ckpt_doc->tensors.find(name);
+      if (rec != ckpt_doc->tensors.end() && rec->second.policy)
+        details += (details.empty() ? "" : "  ") + std::string("policy ") + *rec->second.policy;
+    } else if (per_tensor && per_tensor->contains(name)) {
       const json& entry = (*per_tensor)[name];
       if (entry.is_object() && entry.contains("policy"))
         details += (details.empty() ? "" : "  ") + std::string("policy ") + compact(entry["policy"]);

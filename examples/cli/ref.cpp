@@ -1,37 +1,15 @@
 // lathe ref CASE OUT [--device D]: runs a reference case (../shared/REFERENCE_CASES.md).
-// OUT is written only when the whole case succeeded.
-#include <filesystem>
-
+// OUT is written only when the whole case succeeded. The kinds live in train/ref/.
 #include "examples/cli/commands.h"
+#include "train/ref/case_registry.h"
 
 namespace lathe::cli {
 
 namespace {
 void run_ref(const std::string& case_path, const std::string& out_path, const std::string& device_name) {
   Device device = Device::parse(device_name);
-  serialize::SafetensorsFile c = serialize::read_safetensors(case_path);
-  auto it = c.metadata.find("case");
-  LATHE_CHECK(it != c.metadata.end(), case_path, ": no \"case\" key in __metadata__");
-  nlohmann::json spec;
-  try {
-    spec = nlohmann::json::parse(it->second);
-  } catch (const nlohmann::json::exception& e) {
-    LATHE_FAIL(case_path, ": metadata \"case\" is not valid JSON: ", e.what());
-  }
-  LATHE_CHECK(spec.is_object() && spec.contains("kind") && spec["kind"].is_string(), case_path,
-              ": the case document needs a string \"kind\"");
-  const std::string kind = spec["kind"];
-  RefOutput out;
-  try {
-    if (kind == "gpt") out = run_ref_gpt(c, spec, device);
-    else if (kind == "optim") out = run_ref_optim(c, spec, device);
-    else if (kind == "train") out = run_ref_train(c, spec, device);
-    else LATHE_FAIL("unknown case kind \"", kind, "\" (expected gpt, optim or train)");
-  } catch (const nlohmann::json::exception& e) {
-    LATHE_FAIL(case_path, ": malformed case document: ", e.what());
-  } catch (const Error& e) {
-    LATHE_FAIL(case_path, ": ", e.what());
-  }
+  const serialize::SafetensorsFile c = serialize::read_safetensors(case_path);
+  const app::RefOutput out = app::run_reference_case(c, device);
   serialize::Metadata meta;
   if (!out.result.is_null()) meta["result"] = out.result.dump();
   serialize::write_safetensors(out_path, out.tensors, meta);

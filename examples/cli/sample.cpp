@@ -6,8 +6,8 @@
 
 #include "core/ops.h"
 #include "examples/cli/commands.h"
-#include "examples/lib/tokenizer.h"
-#include "examples/lib/weights_file.h"
+#include "train/tokenizer.h"
+#include "train/weights_file.h"
 
 namespace lathe::cli {
 

@@ -1,11 +1,10 @@
 // lathe train: train a GPT on a text corpus (bytes as tokens) and write DIR/metrics.jsonl,
-// DIR/loss.svg and DIR/model.safetensors; see examples/lib/trainer.h for the loop.
+// DIR/loss.svg and DIR/model.safetensors; see train/trainer.h for the loop.
 #include "examples/cli/commands.h"
 #include <algorithm>
-#include <filesystem>
+#include <optional>
 
-#include "examples/lib/run_checkpoints.h"
-#include "examples/lib/trainer.h"
+#include "train/trainer.h"
 
 namespace lathe::cli {
 
@@ -25,21 +24,16 @@ void run_train(app::TrainOptions o) {
   trainer.run(stdout);
 }
 
-// --resume: the checkpoint's options, with the run-management flags the user gave on top. The
-// run directory defaults to the checkpoint's directory.
+// --resume: the checkpoint's run, with the run-management flags the user gave on top
+// (app::Trainer::resume). Flags that contradict the checkpoint are usage errors.
 void run_resume(const app::TrainOptions& given, const std::vector<std::string>& given_keys) {
-  const serialize::TrainingCheckpoint ckpt = app::open_resume_checkpoint(given.resume);
-  app::TrainOptions o;
+  std::optional<app::Trainer> trainer;
   try {
-    o = app::Trainer::resume_options(ckpt, given, given_keys);
-    if (std::find(given_keys.begin(), given_keys.end(), "out") == given_keys.end())
-      o.out = std::filesystem::path(ckpt.path()).parent_path().string();
-    app::validate(o);
-  } catch (const Error& e) {
+    trainer.emplace(app::Trainer::resume(given.resume, given, given_keys));
+  } catch (const app::ResumeSettingsError& e) {
     throw UsageError(e.what());
   }
-  app::Trainer trainer(std::move(o), &ckpt);
-  trainer.run(stdout);
+  trainer->run(stdout);
 }
 
 }  // namespace

@@ -1,13 +1,15 @@
-// lathe ref, case kind "gpt": one forward and backward pass of a GPT with given weights
+// Reference case kind "gpt": one forward and backward pass of a GPT with given weights
 // (../shared/REFERENCE_CASES.md). Dropout is off.
 #include "core/autograd.h"
+#include "core/error.h"
 #include "core/ops.h"
-#include "examples/cli/commands.h"
 #include "nn/gpt.h"
+#include "train/ref/case_model.h"
+#include "train/ref/kinds.h"
 
-namespace lathe::cli {
+namespace lathe::app {
 
-RefOutput run_ref_gpt(const serialize::SafetensorsFile& c, const nlohmann::json& spec, Device device) {
+RefOutput run_gpt_case(const serialize::SafetensorsFile& c, const nlohmann::json& spec, Device device) {
   auto model_ptr = case_gpt(c, spec, device, "gpt", [](const std::string& n) { return n == "idx" || n == "targets"; },
                             "idx or targets");
   nn::GPT& model = *model_ptr;
@@ -34,4 +36,4 @@ RefOutput run_ref_gpt(const serialize::SafetensorsFile& c, const nlohmann::json&
   return result;
 }
 
-}  // namespace lathe::cli
+}  // namespace lathe::app

@@ -1,4 +1,4 @@
-#include "examples/lib/data.h"
+#include "train/data.h"
 
 #include <algorithm>
 #include <cstring>

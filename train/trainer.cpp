@@ -1,4 +1,4 @@
-#include "examples/lib/trainer.h"
+#include "train/trainer.h"
 
 #include <algorithm>
 #include <chrono>
@@ -8,17 +8,16 @@
 
 #include "core/autograd.h"
 #include "core/ops.h"
-#include "examples/lib/loss_plot.h"
-#include "examples/lib/metrics_log.h"
-#include "examples/lib/run_checkpoints.h"
-#include "examples/lib/system_info.h"
-#include "examples/lib/tokenizer.h"
-#include "examples/lib/weights_file.h"
-#include "optim/adam.h"
-#include "optim/clip.h"
-#include "optim/prodigy.h"
-#include "optim/sgd.h"
 #include "serialize/atomic_file.h"
+#include "train/loss_plot.h"
+#include "train/metrics_log.h"
+#include "train/nanogpt_groups.h"
+#include "train/optimizer_registry.h"
+#include "train/run_checkpoints.h"
+#include "train/system_info.h"
+#include "train/tokenizer.h"
+#include "train/train_step.h"
+#include "train/weights_file.h"
 
 namespace lathe::app {
 
@@ -31,28 +30,17 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 // Random streams of a run, each from its own derived seed.
 enum Stream : uint64_t { kWeights = 1, kBatches = 2, kEvaluation = 3, kSampling = 4 };
 
-// nanoGPT's configure_optimizers: every 2-D parameter (matmul weights, embeddings) decays, biases
-// and LayerNorm parameters do not.
-std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, const nn::GPT& model, Device device) {
-  std::vector<Tensor> decay, no_decay;
-  for (const Tensor& p : model.parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+// The optimizer of a run: --optimizer from the registry with the run's hyperparameters under
+// their PyTorch names, over nanoGPT's groups (weight decay on 2-D parameters only).
+std::unique_ptr<optim::Optimizer> make_run_optimizer(const TrainOptions& o, const nn::GPT& model, Device device) {
   const nlohmann::json betas = {o.beta1, o.beta2};
-  std::unique_ptr<optim::Optimizer> opt;
-  if (o.optimizer == "adamw" || o.optimizer == "adam") {
-    // The fused path runs one multi-tensor kernel per group: fewer launches on a GPU.
-    const bool fused = device.type == DeviceType::cuda;
-    const nlohmann::json defaults = {{"lr", o.lr}, {"betas", betas}};
-    if (o.optimizer == "adamw") opt = std::make_unique<optim::AdamW>(defaults, fused);
-    else opt = std::make_unique<optim::Adam>(defaults, fused);
-  } else if (o.optimizer == "sgd") {
-    opt = std::make_unique<optim::SGD>(nlohmann::json{{"lr", o.lr}, {"momentum", o.beta1}});
-  } else if (o.optimizer == "prodigy") {
-    opt = std::make_unique<optim::Prodigy>(nlohmann::json{{"lr", o.lr}, {"betas", betas}});
-  } else {
-    LATHE_FAIL("unknown optimizer \"", o.optimizer, "\" (expected adamw, adam, sgd or prodigy)");
-  }
-  opt->add_param_group(decay, {{"weight_decay", o.weight_decay}});
-  opt->add_param_group(no_decay, {{"weight_decay", 0.0}});
+  nlohmann::json defaults = {{"lr", o.lr}, {"betas", betas}};
+  if (o.optimizer == "sgd") defaults = {{"lr", o.lr}, {"momentum", o.beta1}};
+  // The fused path runs one multi-tensor kernel per group: fewer launches on a GPU.
+  const OptimizerKind* kind = find_optimizer_kind(o.optimizer);
+  const bool fused = device.type == DeviceType::cuda && kind != nullptr && kind->has_fused;
+  auto opt = make_optimizer(o.optimizer, defaults, fused);
+  add_nanogpt_param_groups(*opt, model, {{"weight_decay", o.weight_decay}});
   return opt;
 }
 
@@ -94,14 +82,16 @@ uint64_t derive_seed(uint64_t seed, uint64_t stream) {
   return z ^ (z >> 31);
 }
 
-Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resume) : options_(std::move(options)) {
+Trainer::Trainer(TrainOptions options) : Trainer(std::move(options), nullptr, nullptr) {}
+
+Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resume, const ProgramState* program)
+    : options_(std::move(options)) {
   validate(options_);
   if (resume) {
     // The model is the checkpoint's, whatever --config names today (a JSON file may have changed).
-    const nlohmann::json& program = resume->program();
-    state_.model_choice.name = program.at("model_name").get<std::string>();
+    state_.model_choice.name = program->model_name;
     state_.model_choice.config = nn::GPTConfig::from_json(resume->model_description());
-    state_.model_choice.default_batch = program.at("batch").get<int64_t>();
+    state_.model_choice.default_batch = program->batch;
   } else {
     state_.model_choice = resolve_model_config(options_.config);
   }
@@ -117,31 +107,25 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
 
   state_.model = std::make_unique<nn::GPT>(cfg, derive_seed(options_.seed, kWeights), device_);
   state_.model->train(true);
-  state_.optimizer = make_optimizer(options_, *state_.model, device_);
+  state_.optimizer = make_run_optimizer(options_, *state_.model, device_);
   // nanoGPT's schedule with lr_decay_iters = max_iters; warm-up shorter than the run.
   const int64_t warmup = std::min(options_.warmup, options_.steps - 1);
   state_.schedule = std::make_unique<optim::WarmupCosineLr>(options_.lr, warmup, options_.steps,
                                                             options_.effective_min_lr());
   state_.data_gen = Generator(derive_seed(options_.seed, kBatches), 0);
   state_.step = 0;
-  if (resume) restore(*resume);
+  if (resume) restore(*resume, *program);
 }
 
-void Trainer::restore(const serialize::TrainingCheckpoint& ckpt) {
-  const nlohmann::json& program = ckpt.program();
+void Trainer::restore(const serialize::TrainingCheckpoint& ckpt, const ProgramState& program) {
   try {
-    const auto corpus_bytes = program.at("corpus_bytes").get<size_t>();
-    LATHE_CHECK(corpus_bytes == data_->corpus().size(), "the corpus ", data_->corpus().path(), " has ",
-                data_->corpus().size(), " bytes, but the run was trained on ", corpus_bytes,
+    LATHE_CHECK(program.corpus_bytes == data_->corpus().size(), "the corpus ", data_->corpus().path(), " has ",
+                data_->corpus().size(), " bytes, but the run was trained on ", program.corpus_bytes,
                 " bytes: the data windows would differ");
     ckpt.restore(*state_.model, *state_.optimizer);
-    const nlohmann::json& g = program.at("data_generator");
-    state_.data_gen.set_state(g.at("seed").get<uint64_t>(), g.at("offset").get<uint64_t>());
-    const nlohmann::json& d = program.at("dropout_generator");
-    state_.model->dropout_generator().set_state(d.at("seed").get<uint64_t>(), d.at("offset").get<uint64_t>());
-    last_val_loss_ = program.at("last_val_loss").get<double>();
-  } catch (const nlohmann::json::exception& e) {
-    LATHE_FAIL(ckpt.path(), ": checkpoint program state: ", e.what());
+    state_.data_gen.set_state(program.data_generator.seed, program.data_generator.offset);
+    state_.model->dropout_generator().set_state(program.dropout_generator.seed, program.dropout_generator.offset);
+    last_val_loss_ = program.last_val_loss;
   } catch (const Error& e) {
     const std::string msg = e.what();
     if (msg.rfind(ckpt.path(), 0) == 0) throw;
@@ -153,53 +137,14 @@ void Trainer::restore(const serialize::TrainingCheckpoint& ckpt) {
   resumed_ = true;
 }
 
-TrainOptions Trainer::resume_options(const serialize::TrainingCheckpoint& ckpt, const TrainOptions& given,
-                                     const std::vector<std::string>& given_keys) {
-  TrainOptions o;
-  try {
-    o = train_options_from_json(ckpt.program().at("options"));
-  } catch (const nlohmann::json::exception& e) {
-    LATHE_FAIL(ckpt.path(), ": checkpoint program state: ", e.what());
-  } catch (const Error& e) {
-    LATHE_FAIL(ckpt.path(), ": ", e.what());
-  }
-  // What may change: how long and where the run goes on, not what it computes. (A new device or
-  // thread count restores the same state, by policy, but need not give the same bits.)
-  static const std::vector<std::string> free_keys = {"steps",   "eval_interval", "eval_iters",    "ckpt_interval",
-                                                     "keep_last", "threads",     "device",        "out",
-                                                     "sample_tokens", "data"};
-  nlohmann::json stored = to_json(o), wanted = to_json(given);
-  for (const std::string& key : given_keys) {
-    if (!wanted.contains(key)) continue;
-    if (std::find(free_keys.begin(), free_keys.end(), key) != free_keys.end()) {
-      stored[key] = wanted[key];
-    } else {
-      LATHE_CHECK(stored[key] == wanted[key], "--resume: the checkpoint's run has ", key, " = ", stored[key].dump(),
-                  ", the command line asks for ", wanted[key].dump(), "; a resumed run keeps its settings");
-    }
-  }
-  TrainOptions out = train_options_from_json(stored);
-  out.quiet = given.quiet;
-  out.progress_seconds = given.progress_seconds;
-  out.resume = given.resume;
-  return out;
-}
-
 StepResult Trainer::train_step() {
   const auto t0 = Clock::now();
   StepResult r;
-  nn::GPT& model = *state_.model;
-  optim::Optimizer& opt = *state_.optimizer;
   Batch b = data_->sample(Split::train, batch_, state_.data_gen, device_);
-  nn::GPTOutput out = model.forward(b.x, b.y);
-  out.loss.backward();
-  if (options_.grad_clip > 0)
-    r.grad_norm = optim::clip_grad_norm(model.parameters(), options_.grad_clip).item();
   r.lr = state_.schedule->lr(state_.step);
-  opt.set_lr_all(r.lr);
-  opt.step();
-  opt.zero_grad();
-  r.loss = out.loss.item();
+  const StepOutcome o = app::train_step(*state_.model, *state_.optimizer, b.x, b.y, options_.grad_clip, r.lr);
+  r.loss = o.loss;
+  r.grad_norm = o.grad_norm;
   LATHE_CHECK(std::isfinite(r.loss), "training diverged: the loss is ", r.loss, " at step ", state_.step + 1,
               " (lr ", r.lr, "); try a lower --lr or a --grad-clip");
   ++state_.step;
@@ -238,16 +183,15 @@ void Trainer::save_checkpoint(const std::string& path) const {
   ref.optimizer = state_.optimizer.get();
   ref.step = state_.step;
   ref.model_description = state_.model_choice.config.to_json();
-  ref.program = {
-      {"options", to_json(options_)},
-      {"model_name", state_.model_choice.name},
-      {"batch", batch_},
-      {"corpus_bytes", data_->corpus().size()},
-      {"data_generator", {{"seed", state_.data_gen.seed()}, {"offset", state_.data_gen.offset()}}},
-      {"dropout_generator",
-       {{"seed", state_.model->dropout_generator().seed()}, {"offset", state_.model->dropout_generator().offset()}}},
-      {"last_val_loss", last_val_loss_},
-  };
+  ProgramState program;
+  program.options = options_;
+  program.model_name = state_.model_choice.name;
+  program.batch = batch_;
+  program.corpus_bytes = data_->corpus().size();
+  program.data_generator = {state_.data_gen.seed(), state_.data_gen.offset()};
+  program.dropout_generator = {state_.model->dropout_generator().seed(), state_.model->dropout_generator().offset()};
+  program.last_val_loss = last_val_loss_;
+  ref.program = to_json(program);
   serialize::save_training_state(path, ref);
 }
 

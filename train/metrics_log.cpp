@@ -1,4 +1,4 @@
-#include "examples/lib/metrics_log.h"
+#include "train/metrics_log.h"
 
 #include <cerrno>
 #include <cstring>

@@ -1,7 +1,10 @@
-// What the "gpt" and "train" case kinds share: the model with the case's weights, and token ids.
-#include "examples/cli/commands.h"
+#include "train/ref/case_model.h"
 
-namespace lathe::cli {
+#include <vector>
+
+#include "core/error.h"
+
+namespace lathe::app {
 
 std::unique_ptr<nn::GPT> case_gpt(const serialize::SafetensorsFile& c, const nlohmann::json& spec, Device device,
                                   const std::string& kind, const std::function<bool(const std::string&)>& is_input,
@@ -45,4 +48,4 @@ Tensor case_tokens(const serialize::SafetensorsFile& c, const std::string& name,
   return t->to(DType::i64).to(device);
 }
 
-}  // namespace lathe::cli
+}  // namespace lathe::app

@@ -1,4 +1,4 @@
-#include "examples/lib/mapped_file.h"
+#include "train/mapped_file.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -1,4 +1,4 @@
-#include "examples/lib/model_config.h"
+#include "train/model_config.h"
 
 #include <filesystem>
 #include <fstream>

@@ -1,4 +1,4 @@
-#include "examples/lib/train_options.h"
+#include "train/train_options.h"
 
 #include <cmath>
 

@@ -1,4 +1,4 @@
-#include "examples/lib/run_checkpoints.h"
+#include "train/run_checkpoints.h"
 
 #include <signal.h>
 

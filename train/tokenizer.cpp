@@ -1,4 +1,4 @@
-#include "examples/lib/tokenizer.h"
+#include "train/tokenizer.h"
 
 #include "core/error.h"
 

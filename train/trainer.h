@@ -6,8 +6,8 @@
 // (serialize/checkpoint.h) holds exactly that plus the options, so a run resumed at step k is
 // bitwise identical to the run that never stopped: same losses, same final weights.
 //
-// One step: draw a batch, forward, backward, clip the global gradient norm, set the scheduled
-// LR, optimizer step, zero the gradients. Every eval_interval steps (and at the end) the mean
+// One step: draw a batch, then train_step (train/train_step.h): forward, backward, clip the global
+// gradient norm, set the scheduled LR, optimizer step, zero the gradients. Every eval_interval steps (and at the end) the mean
 // validation loss over eval_iters batches is measured without gradients in eval mode; its batches
 // come from a generator re-seeded for every evaluation, so evaluations compare the same windows
 // and the training batches do not depend on how often one evaluates.
@@ -20,14 +20,16 @@
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
 #include "core/random.h"
-#include "examples/lib/data.h"
-#include "examples/lib/model_config.h"
-#include "examples/lib/train_options.h"
 #include "nn/gpt.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "serialize/checkpoint.h"
+#include "train/data.h"
+#include "train/model_config.h"
+#include "train/program_state.h"
+#include "train/train_options.h"
 
 namespace lathe::app {
 
@@ -58,20 +60,28 @@ struct TrainSummary {
 // that no two share Philox counters.
 uint64_t derive_seed(uint64_t seed, uint64_t stream);
 
+// A resume whose command line contradicts the checkpoint's settings: the user's mistake, not a
+// bad file (`lathe train` exits with 2 for it).
+struct ResumeSettingsError : Error {
+  using Error::Error;
+};
+
 class Trainer {
  public:
   // Opens the corpus, builds the model on the device and the optimizer with nanoGPT's param
-  // groups (weight decay on 2-D parameters only). With `resume`, the model config comes from the
-  // checkpoint and the whole state is restored from it (onto options.device); the options should
-  // be the checkpoint's (resume_options). Throws lathe::Error naming what is wrong.
-  explicit Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resume = nullptr);
+  // groups (train/nanogpt_groups.h). Throws lathe::Error naming what is wrong.
+  explicit Trainer(TrainOptions options);
 
-  // The options stored in `ckpt`, with the run-management flags of `given` that the user set
-  // (`given_keys`: JSON keys of TrainOptions) applied on top: steps, eval_interval, eval_iters,
-  // ckpt_interval, keep_last, threads, device, out, sample_tokens, quiet, data. Any other key given with a
-  // value other than the checkpoint's is an error naming it: a resumed run is the same run.
-  static TrainOptions resume_options(const serialize::TrainingCheckpoint& ckpt, const TrainOptions& given,
-                                     const std::vector<std::string>& given_keys);
+  // The one way to continue a run (`lathe train --resume`; see train/resume.cpp): opens
+  // `dir_or_file` (a checkpoint file, or the newest checkpoint of a run directory), takes the
+  // checkpoint's options with the run-management flags of `given` that the user set (`given_keys`:
+  // JSON keys of TrainOptions) applied on top -- steps, eval_interval, eval_iters, ckpt_interval,
+  // keep_last, threads, device, out (default: the checkpoint's directory), sample_tokens, data --
+  // and restores the whole state onto the device. Any other key given with a value other than the
+  // checkpoint's is a ResumeSettingsError naming it (a resumed run is the same run); a damaged or
+  // unfitting checkpoint is a lathe::Error naming the file.
+  static Trainer resume(const std::string& dir_or_file, const TrainOptions& given,
+                        const std::vector<std::string>& given_keys);
 
   TrainState& state() { return state_; }
   const TrainOptions& options() const { return options_; }
@@ -96,7 +106,9 @@ class Trainer {
   TrainSummary run(std::FILE* log = stdout);
 
  private:
-  void restore(const serialize::TrainingCheckpoint& ckpt);
+  // The constructor of both: a fresh run when `resume` is null, else the checkpoint's run.
+  Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resume, const ProgramState* program);
+  void restore(const serialize::TrainingCheckpoint& ckpt, const ProgramState& program);
 
   TrainOptions options_;
   Device device_;

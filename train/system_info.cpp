@@ -1,4 +1,4 @@
-#include "examples/lib/system_info.h"
+#include "train/system_info.h"
 
 #include <omp.h>
 #include <sys/resource.h>

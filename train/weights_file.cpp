@@ -1,4 +1,4 @@
-#include "examples/lib/weights_file.h"
+#include "train/weights_file.h"
 
 #include <filesystem>
 

@@ -1,14 +1,18 @@
-#include "optim/reference_case.h"
-
+// Reference case kind "optim": an optimizer run on given gradients (../shared/REFERENCE_CASES.md).
+//
+// Inputs: tensors param.<i> (initial values) and grad.<t>.<i> (gradient of parameter i at step t;
+// missing = no gradient that step), and the case document {"optimizer", "steps", "groups",
+// optional "fused"}. Outputs param.<i>, state.<i>.<key> (PyTorch keys) and {"groups": [...]} with
+// each group's scalar state. Malformed input is an Error naming the fault.
 #include <map>
 #include <memory>
 
 #include "core/error.h"
-#include "optim/adam.h"
 #include "optim/prodigy.h"
-#include "optim/sgd.h"
+#include "train/optimizer_registry.h"
+#include "train/ref/kinds.h"
 
-namespace lathe::optim {
+namespace lathe::app {
 
 namespace {
 
@@ -20,24 +24,9 @@ int64_t parse_index(const std::string& s) {
   return std::stoll(s);
 }
 
-std::unique_ptr<Optimizer> make_optimizer(const std::string& name, bool fused) {
-  if (name == "sgd") {
-    LATHE_CHECK(!fused, "case kind \"optim\": optimizer \"sgd\" has no fused path");
-    return std::make_unique<SGD>();
-  }
-  if (name == "adam") return std::make_unique<Adam>(nlohmann::json::object(), fused);
-  if (name == "adamw") return std::make_unique<AdamW>(nlohmann::json::object(), fused);
-  if (name == "prodigy") {
-    LATHE_CHECK(!fused, "case kind \"optim\": optimizer \"prodigy\" has no fused path");
-    return std::make_unique<Prodigy>();
-  }
-  LATHE_FAIL("case kind \"optim\": unknown optimizer \"", name, "\" (expected sgd, adam, adamw or prodigy)");
-}
-
 }  // namespace
 
-OptimCaseResult run_optim_case(const std::vector<std::pair<std::string, Tensor>>& tensors, const nlohmann::json& spec,
-                               Device device) {
+RefOutput run_optim_case(const serialize::SafetensorsFile& c, const nlohmann::json& spec, Device device) {
   const char* K = "case kind \"optim\": ";
   LATHE_CHECK(spec.contains("optimizer") && spec["optimizer"].is_string(), K,
               "the case document needs \"optimizer\" (a string)");
@@ -51,7 +40,7 @@ OptimCaseResult run_optim_case(const std::vector<std::pair<std::string, Tensor>>
   // Parameters and gradients by index; every other tensor name is an error.
   std::map<int64_t, Tensor> params;
   std::map<std::pair<int64_t, int64_t>, const Tensor*> grads;
-  for (const auto& [name, t] : tensors) {
+  for (const auto& [name, t] : c.tensors) {
     if (name.rfind("param.", 0) == 0) {
       const int64_t i = parse_index(name.substr(6));
       LATHE_CHECK(i >= 0, K, "malformed tensor name \"", name, "\" (expected param.<i>)");
@@ -84,7 +73,12 @@ OptimCaseResult run_optim_case(const std::vector<std::pair<std::string, Tensor>>
   std::vector<Tensor> work(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) work[size_t(i)] = params[i].to(device).clone().requires_grad_(true);
 
-  auto opt = make_optimizer(spec["optimizer"].get<std::string>(), fused);
+  std::unique_ptr<optim::Optimizer> opt;
+  try {
+    opt = make_optimizer(spec["optimizer"].get<std::string>(), nlohmann::json::object(), fused);
+  } catch (const Error& e) {
+    LATHE_FAIL(K, e.what());
+  }
   std::vector<int> group_of(size_t(n), -1);
   std::vector<int64_t> case_index;  // optimizer parameter number -> the case's parameter index
   for (size_t gi = 0; gi < spec["groups"].size(); ++gi) {
@@ -118,17 +112,17 @@ OptimCaseResult run_optim_case(const std::vector<std::pair<std::string, Tensor>>
     opt->step();
   }
 
-  OptimCaseResult out;
+  RefOutput out;
   for (int64_t i = 0; i < n; ++i) out.tensors.emplace_back("param." + std::to_string(i), work[size_t(i)].detach());
   for (const auto& e : opt->state_entries())
-    if (e.scope == StateScope::param)
+    if (e.scope == optim::StateScope::param)
       out.tensors.emplace_back("state." + std::to_string(case_index[size_t(e.index)]) + "." + e.key, e.tensor);
   nlohmann::json groups = nlohmann::json::array();
-  auto* prodigy = dynamic_cast<Prodigy*>(opt.get());
+  auto* prodigy = dynamic_cast<optim::Prodigy*>(opt.get());
   for (size_t g = 0; g < opt->param_groups().size(); ++g)
     groups.push_back(prodigy ? prodigy->group_scalars(g) : nlohmann::json::object());
   out.result = {{"groups", groups}};
   return out;
 }
 
-}  // namespace lathe::optim
+}  // namespace lathe::app

@@ -15,7 +15,7 @@
 
 #include "core/random.h"
 #include "core/tensor.h"
-#include "examples/lib/mapped_file.h"
+#include "train/mapped_file.h"
 
 namespace lathe::app {
 

@@ -1,0 +1,38 @@
+// What `lathe train` stores of its own in a checkpoint (the document's "program" part, see
+// serialize/checkpoint.h), as one struct written by Trainer::save_checkpoint and read back once,
+// here, when a run resumes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "serialize/checkpoint.h"
+#include "train/train_options.h"
+
+namespace lathe::app {
+
+struct GeneratorState {
+  uint64_t seed = 0;
+  uint64_t offset = 0;
+};
+
+struct ProgramState {
+  TrainOptions options;         // the run's settings
+  std::string model_name;       // the preset or config file's name
+  int64_t batch = 0;            // sequences per step
+  size_t corpus_bytes = 0;      // the corpus's size: resuming on another corpus would draw other windows
+  GeneratorState data_generator;     // training batches drawn so far
+  GeneratorState dropout_generator;  // the model's dropout masks drawn so far
+  double last_val_loss = -1;    // the last evaluation (-1: none yet)
+};
+
+nlohmann::json to_json(const ProgramState& s);
+// Throws nlohmann::json exceptions for a missing or mistyped field, lathe::Error for bad options.
+ProgramState program_state_from_json(const nlohmann::json& j);
+
+// The program state of a checkpoint; errors name the file ("<path>: checkpoint program state: ...").
+ProgramState read_program_state(const serialize::TrainingCheckpoint& ckpt);
+
+}  // namespace lathe::app

@@ -1,0 +1,58 @@
+// Trainer::resume: the whole of `lathe train --resume` in one place -- which checkpoint, which
+// options, and the restored state.
+#include <algorithm>
+#include <filesystem>
+
+#include "train/program_state.h"
+#include "train/run_checkpoints.h"
+#include "train/trainer.h"
+
+namespace lathe::app {
+
+namespace {
+
+// The checkpoint's options with the run-management flags the user gave on top. What may change:
+// how long and where the run goes on, not what it computes. (A new device or thread count
+// restores the same state, by policy, but need not give the same bits.)
+TrainOptions merged_options(const TrainOptions& stored_options, const TrainOptions& given,
+                            const std::vector<std::string>& given_keys) {
+  static const std::vector<std::string> free_keys = {"steps",   "eval_interval", "eval_iters",    "ckpt_interval",
+                                                     "keep_last", "threads",     "device",        "out",
+                                                     "sample_tokens", "data"};
+  nlohmann::json stored = to_json(stored_options), wanted = to_json(given);
+  for (const std::string& key : given_keys) {
+    if (!wanted.contains(key)) continue;
+    if (std::find(free_keys.begin(), free_keys.end(), key) != free_keys.end()) {
+      stored[key] = wanted[key];
+    } else {
+      LATHE_CHECK(stored[key] == wanted[key], "--resume: the checkpoint's run has ", key, " = ", stored[key].dump(),
+                  ", the command line asks for ", wanted[key].dump(), "; a resumed run keeps its settings");
+    }
+  }
+  TrainOptions out = train_options_from_json(stored);
+  out.quiet = given.quiet;
+  out.progress_seconds = given.progress_seconds;
+  out.resume = given.resume;
+  return out;
+}
+
+}  // namespace
+
+Trainer Trainer::resume(const std::string& dir_or_file, const TrainOptions& given,
+                        const std::vector<std::string>& given_keys) {
+  const serialize::TrainingCheckpoint ckpt = open_resume_checkpoint(dir_or_file);
+  const ProgramState program = read_program_state(ckpt);
+  TrainOptions o;
+  try {
+    o = merged_options(program.options, given, given_keys);
+    // The run directory defaults to the checkpoint's directory.
+    if (std::find(given_keys.begin(), given_keys.end(), "out") == given_keys.end())
+      o.out = std::filesystem::path(ckpt.path()).parent_path().string();
+    validate(o);
+  } catch (const Error& e) {
+    throw ResumeSettingsError(e.what());
+  }
+  return Trainer(std::move(o), &ckpt, &program);
+}
+
+}  // namespace lathe::app

@@ -1,0 +1,23 @@
+#include "train/train_step.h"
+
+#include "core/autograd.h"
+#include "optim/clip.h"
+
+namespace lathe::app {
+
+StepOutcome train_step(nn::GPT& model, optim::Optimizer& opt, const Tensor& x, const Tensor& y, double grad_clip,
+                       std::optional<double> lr) {
+  StepOutcome r;
+  nn::GPTOutput out = model.forward(x, y);
+  out.loss.backward();
+  if (grad_clip > 0) r.grad_norm = optim::clip_grad_norm(model.parameters(), grad_clip).item();
+  if (lr) opt.set_lr_all(*lr);
+  opt.step();
+  opt.zero_grad();
+  // Read after the update, so that on a GPU the host does not wait for the forward pass before
+  // queueing the backward pass and the update.
+  r.loss = out.loss.item();
+  return r;
+}
+
+}  // namespace lathe::app

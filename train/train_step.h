@@ -1,0 +1,25 @@
+// One step of nanoGPT's training loop on one batch, shared by the Trainer (`lathe train`) and the
+// reference case kind "train", so that what the golden case checks is what `lathe train` runs:
+//
+//   loss = model(x, y); loss.backward(); clip_grad_norm_(params, grad_clip) if grad_clip > 0
+//   [set every group's lr]; optimizer.step(); optimizer.zero_grad(set_to_none=True)
+#pragma once
+
+#include <optional>
+
+#include "core/tensor.h"
+#include "nn/gpt.h"
+#include "optim/optimizer.h"
+
+namespace lathe::app {
+
+struct StepOutcome {
+  double loss = 0;       // the batch's loss, before the update
+  double grad_norm = 0;  // global gradient norm before clipping (0 when clipping is off)
+};
+
+// `lr`: the LR every group takes for this step (a schedule's); none keeps the groups' own.
+StepOutcome train_step(nn::GPT& model, optim::Optimizer& opt, const Tensor& x, const Tensor& y, double grad_clip,
+                       std::optional<double> lr = std::nullopt);
+
+}  // namespace lathe::app
