@@ -7,8 +7,12 @@
 namespace lathe {
 
 int64_t numel_of(const Shape& s) {
+  for (int64_t d : s)
+    if (d == 0) return 0;  // before multiplying: [2^40, 2^40, 0] is empty, not an overflow
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s)
+    LATHE_CHECK(!__builtin_mul_overflow(n, d, &n), "shape ", shape_str(s),
+                " has more elements than a 64-bit count can hold");
   return n;
 }
 

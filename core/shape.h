@@ -11,6 +11,8 @@ namespace lathe {
 using Shape = std::vector<int64_t>;
 using Strides = std::vector<int64_t>;
 
+// The element count; throws naming the shape when it overflows int64 (an absurd config, a
+// hostile file), so no allocation or loop is ever sized by a wrapped product.
 int64_t numel_of(const Shape& s);
 Strides contiguous_strides(const Shape& s);
 std::string shape_str(const Shape& s);  // "[2, 3]"

@@ -42,7 +42,9 @@ Tensor restride(const Tensor& t, const Shape& shape, const Strides& strides, int
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   check_shape(shape, "empty");
-  size_t nbytes = size_t(numel_of(shape)) * dtype_size(dtype);
+  size_t nbytes = 0;
+  LATHE_CHECK(!__builtin_mul_overflow(size_t(numel_of(shape)), dtype_size(dtype), &nbytes), "empty: ",
+              dtype_name(dtype), shape_str(shape), " needs more bytes than a 64-bit size can hold");
   auto storage = std::make_shared<Storage>(nbytes, device);
   return make_tensor(shape, contiguous_strides(shape), 0, dtype, std::move(storage));
 }

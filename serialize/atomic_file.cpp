@@ -42,17 +42,31 @@ std::string temp_name(const std::string& dir, const std::string& base, int attem
   return dir + sep + "." + base + suffix;
 }
 
+// What a non-regular file is, for the message that refuses to replace it.
+const char* file_kind(mode_t mode) {
+  if (S_ISLNK(mode)) return "symbolic link";
+  if (S_ISCHR(mode)) return "character device";
+  if (S_ISBLK(mode)) return "block device";
+  if (S_ISFIFO(mode)) return "FIFO";
+  if (S_ISSOCK(mode)) return "socket";
+  return "special file";
+}
+
 }  // namespace
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   dir_ = dir_of(path_);
   std::string base = base_of(path_);
   LATHE_CHECK(!base.empty(), path_, ": cannot write a file here: the path names a directory");
+  // Only a regular file is ever replaced: renaming over a device node (/dev/full as root), a FIFO
+  // or a symlink would silently turn it into a regular file. lstat, so a link is seen as a link.
   // Keep the permissions of the file being replaced; a new file gets 0666 minus the umask.
   mode_t mode = 0666;
   struct stat st {};
-  if (::stat(path_.c_str(), &st) == 0) {
+  if (::lstat(path_.c_str(), &st) == 0) {
     LATHE_CHECK(!S_ISDIR(st.st_mode), path_, ": cannot write a file here: it is a directory");
+    LATHE_CHECK(S_ISREG(st.st_mode), path_, ": refusing to replace a ", file_kind(st.st_mode),
+                " with a regular file; remove it or write elsewhere");
     mode = st.st_mode & 07777;
   }
   for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {

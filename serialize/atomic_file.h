@@ -3,7 +3,8 @@
 // The new contents go to a temporary file in the target's directory (same file system, so the
 // final rename is atomic), are flushed to disk with fsync, and the temporary is renamed over the
 // target; the directory is then fsynced so the rename itself survives a power loss. On any error
-// the temporary is removed and the previous file is left untouched, byte for byte.
+// the temporary is removed and the previous file is left untouched, byte for byte. A target that
+// exists and is not a regular file (a device, a FIFO, a symlink) is refused, never replaced.
 #pragma once
 
 #include <cstddef>
@@ -27,7 +28,6 @@ class AtomicFile {
 
   const std::string& path() const { return path_; }
   const std::string& temp_path() const { return temp_path_; }
-  size_t bytes_written() const { return written_; }
 
  private:
   void discard() noexcept;  // closes and removes the temporary

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/autograd.h"
+#include "serialize/json_document.h"
 
 namespace lathe::serialize {
 
@@ -33,7 +34,7 @@ std::map<std::string, std::string> recorded_checksums(const Metadata& metadata, 
   std::map<std::string, std::string> out;
   auto it = metadata.find(kLatheMetadataKey);
   if (it == metadata.end()) return out;
-  nlohmann::json doc = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json doc = parse_json_document(it->second, file + ": metadata \"" + kLatheMetadataKey + "\"");
   LATHE_CHECK(doc.is_object(), file, ": metadata \"", kLatheMetadataKey, "\" is not a JSON object");
   auto tensors = doc.find("tensors");
   if (tensors == doc.end()) return out;
