@@ -1,6 +1,6 @@
 #include "optim/adam.h"
 
-#include "core/backend.h"
+#include "core/ops.h"
 #include "core/error.h"
 
 namespace lathe::optim {
@@ -70,7 +70,7 @@ void Adam::update_plain() {
       Tensor max_sq = a.amsgrad ? max_exp_avg_sq_.of(i) : Tensor();
       float& count = step_.host(i);
       count += 1.0f;
-      backend_for(p.device()).adam_update(p, grad, exp_avg, exp_avg_sq, max_sq, double(count), a);
+      adam_update(p, grad, exp_avg, exp_avg_sq, max_sq, double(count), a);
     }
   }
 }
@@ -99,7 +99,7 @@ void Adam::update_fused() {
       b->steps.push_back(step_.of(i));
     }
     for (auto& [d, b] : batches)
-      backend_for(d).adam_update_multi(b.params, b.grads, b.exp_avgs, b.exp_avg_sqs, b.max_sqs, b.steps, a);
+      adam_update_multi(b.params, b.grads, b.exp_avgs, b.exp_avg_sqs, b.max_sqs, b.steps, a);
   }
 }
 

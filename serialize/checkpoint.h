@@ -1,5 +1,5 @@
 // A whole training run in one safetensors file, restored onto any device by construction
-// (DESIGN.md, "Checkpoints").
+// (docs/design.md, "Checkpoints").
 //
 // Tensors (any safetensors reader opens the file; PyTorch's load_file gives plain tensors):
 //   <parameter name>          the model's weights under nanoGPT's names (tied ones once, under
@@ -23,7 +23,7 @@
 //                    corpus, the data and dropout generators' (seed, offset))
 //   tensors          {name: {"checksum": XXH3-64, "dtype", "shape", "policy", "scope"}} for every tensor;
 //                    policy is the placement policy of optimizer and scaler state ("with_param",
-//                    "host", "with_group") and "parameter" for weights. Never a device.
+//                    "host") and "parameter" for weights. Never a device.
 //
 // Restoring: the caller builds the model on the target device and the optimizer over its
 // parameters (as at the start of a run), then calls restore(). Weights are copied into the
