@@ -3,7 +3,7 @@
 //   cpu     host memory, CPU kernels.
 //   sim:N   a host-backed device that behaves like an accelerator for placement: its own
 //           allocator, an error when mixed with cpu tensors, copies to and from it are counted.
-//           It runs the CPU kernels on its own memory, so every placement invariant of DESIGN.md
+//           It runs the CPU kernels on its own memory, so every placement invariant of docs/design.md
 //           is tested in CI on machines without a GPU.
 //   cuda:N  an NVIDIA GPU; its backend is registered by cuda/ when lathe is built with CUDA.
 #pragma once

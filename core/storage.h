@@ -83,7 +83,7 @@ class Storage {
 using StoragePtr = std::shared_ptr<Storage>;
 
 // Host<->device traffic, counted so that tests can assert a resumed run transfers exactly what a
-// fresh one does (DESIGN.md, "Transfers are observable").
+// fresh one does (docs/design.md, "Transfers you can count").
 struct TransferStats {
   uint64_t host_to_device = 0;    // copies cpu -> sim/cuda
   uint64_t device_to_host = 0;    // copies sim/cuda -> cpu (item() on a device tensor is one)

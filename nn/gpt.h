@@ -25,7 +25,7 @@ struct GPTConfig {
   // Throws an error naming the field at fault.
   void validate() const;
 
-  // The sizes of ../shared/bench/gpt_torch.py: tiny, small, char (nanoGPT's shakespeare-char),
+  // The sizes of tools/torch_gpt_reference.py: tiny, small, char (nanoGPT's shakespeare-char),
   // gpt2 (GPT-2 small with the vocabulary padded to 50304). Unknown names list the presets.
   static GPTConfig preset(const std::string& name);
   static std::vector<std::string> preset_names();

@@ -11,7 +11,7 @@ struct Preset {
   GPTConfig config;
 };
 
-// As ../shared/bench/gpt_torch.py's CONFIGS (its batch sizes belong to the benchmark, not here).
+// As tools/torch_gpt_reference.py's CONFIGS (its batch sizes belong to the benchmark, not here).
 const Preset kPresets[] = {
     {"tiny", {256, 64, 2, 2, 64}},
     {"small", {256, 128, 4, 4, 128}},

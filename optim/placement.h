@@ -1,5 +1,5 @@
 // Where optimizer state lives: every piece of state declares a placement *policy*, never a device
-// (DESIGN.md, "The idea that sets it apart"). The device of a state tensor is computed each time
+// (docs/design.md, "State that knows its placement, never its device"). The device of a state tensor is computed each time
 // from its policy and from where its parameter (or its group's parameters) is *now*, so moving a
 // model can never leave its optimizer behind.
 //

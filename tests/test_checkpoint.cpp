@@ -1,4 +1,4 @@
-// Training-state checkpoints (serialize/checkpoint.h): the five failures DESIGN.md lists, each as a
+// Training-state checkpoints (serialize/checkpoint.h): the five failures docs/design.md lists, each as a
 // real save -> read -> restore -> continue cycle through a file, on the host-backed sim device (and
 // on CUDA where a GPU exists); and damaged checkpoints, each refused with an error naming the file
 // and the fault.

@@ -1,4 +1,4 @@
-// The placement promise of DESIGN.md, tested on the sim device (a host-backed accelerator): after
+// The placement promise of docs/design.md, tested on the sim device (a host-backed accelerator): after
 // any order of (create optimizer, move parameters, load state, step), every per-parameter,
 // per-group and global state tensor is where its policy says, and a step after a move or a load
 // does exactly the transfers of a fresh run's step. The plain Adam step counter never reaches the

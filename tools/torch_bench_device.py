@@ -7,7 +7,7 @@ against PyTorch on the same GPU. torch_gpt_reference.py itself times the CPU onl
 
 One step: forward, backward and AdamW (lr 3e-4, weight decay 0.1), in f32 as lathe computes, after
 2 warm-up steps, synchronised before the clock is read. FLOPs per token are lathe's
-(examples/lib/flops.h): 6 N (N without the position embeddings) + 12 L C T. MFU is against
+(train/flops.h): 6 N (N without the position embeddings) + 12 L C T. MFU is against
 --peak-tflops (default 989.4, an H100 SXM's dense BF16 peak, as llm.c and nanoGPT report MFU).
 """
 import argparse, importlib.util, json, os, time

@@ -1,5 +1,5 @@
 // lathe bench: time GPT training steps (forward + backward + AdamW) on random tokens, as
-// ../shared/bench/gpt_torch.py does for PyTorch, so the two print comparable numbers.
+// tools/torch_gpt_reference.py does for PyTorch, so the two print comparable numbers.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -92,7 +92,7 @@ void add_bench_command(CLI::App& app) {
   cmd->footer(
       "GFLOP/s counts 6 * N * tokens (N: parameters except position embeddings) plus the attention\n"
       "products 12 * n_layer * n_embd * seq_len per token (train/flops.h).\n"
-      "Compare with: python3 ../shared/bench/gpt_torch.py bench CONFIG THREADS");
+      "Compare with: python3 tools/torch_gpt_reference.py bench CONFIG THREADS");
   auto o = std::make_shared<BenchOptions>();
   cmd->add_option("--config", o->config, "model preset (tiny, small, char, gpt2) or a JSON file")->capture_default_str();
   cmd->add_option("--steps", o->steps, "timed steps")->capture_default_str();

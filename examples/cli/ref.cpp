@@ -1,4 +1,4 @@
-// lathe ref CASE OUT [--device D]: runs a reference case (../shared/REFERENCE_CASES.md).
+// lathe ref CASE OUT [--device D]: runs a reference case (docs/reference-cases.md).
 // OUT is written only when the whole case succeeded. The kinds live in train/ref/.
 #include "examples/cli/commands.h"
 #include "train/ref/case_registry.h"
@@ -17,7 +17,7 @@ void run_ref(const std::string& case_path, const std::string& out_path, const st
 }  // namespace
 
 void add_ref_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("ref", "Run a reference case (see REFERENCE_CASES.md) and write its result");
+  auto* cmd = app.add_subcommand("ref", "Run a reference case (see docs/reference-cases.md) and write its result");
   auto case_path = std::make_shared<std::string>();
   auto out_path = std::make_shared<std::string>();
   auto device = std::make_shared<std::string>("cpu");

@@ -1,5 +1,5 @@
 // Reference case kind "gpt": one forward and backward pass of a GPT with given weights
-// (../shared/REFERENCE_CASES.md). Dropout is off.
+// (docs/reference-cases.md). Dropout is off.
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/ops.h"

@@ -1,4 +1,4 @@
-// Reference case kind "optim": an optimizer run on given gradients (../shared/REFERENCE_CASES.md).
+// Reference case kind "optim": an optimizer run on given gradients (docs/reference-cases.md).
 //
 // Inputs: tensors param.<i> (initial values) and grad.<t>.<i> (gradient of parameter i at step t;
 // missing = no gradient that step), and the case document {"optimizer", "steps", "groups",

@@ -1,4 +1,4 @@
-// Reference case kind "train": a few steps of nanoGPT's training loop (../shared/REFERENCE_CASES.md).
+// Reference case kind "train": a few steps of nanoGPT's training loop (docs/reference-cases.md).
 //
 //   for t in range(steps):
 //     logits, loss = model(idx.<t>, targets.<t>); losses[t] = loss   (before the update)
