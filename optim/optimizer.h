@@ -82,7 +82,6 @@ struct HostBytes {
 
 struct StateSource {
   std::variant<Tensor, HostBytes> value;
-  std::optional<Placement> saved_placement;  // what the writer recorded; informational
 };
 
 // An optimizer is the set of its declared state slots (StateSet: declared_slots(), declared()).

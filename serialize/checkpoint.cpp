@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "serialize/checksum.h"
+#include "serialize/json_document.h"
 
 namespace lathe::serialize {
 
@@ -93,38 +94,65 @@ bool TrainingCheckpoint::is_checkpoint(const Metadata& metadata) {
   return doc.is_object() && doc.value("kind", json()) == kCheckpointKind;
 }
 
-TrainingCheckpoint TrainingCheckpoint::read(const std::string& path) {
-  return from_file(read_safetensors(path, Device::cpu()));
+TrainingCheckpoint TrainingCheckpoint::read(const std::string& path, Device target) {
+  TrainingCheckpoint c;
+  TensorSink sink;
+  sink.on_metadata = [&](const Metadata& metadata) { c.parse_document(metadata, path); };
+  // Each tensor is checked from its host staging copy (listed, dtype and shape as recorded, the
+  // checksum), then goes where it will be used: host-policy state stays on the host, everything
+  // else to the target. Nothing is held on the host on the way to a device.
+  sink.place = [&](const std::string& name, const Tensor& host) {
+    const TensorRecord& rec = c.check_listed(name, host, path);
+    const std::string actual = checksum_hex(checksum_bytes(host.data_ptr(), host.nbytes()));
+    LATHE_CHECK(actual == *rec.checksum, path, ": tensor '", name, "' is damaged: checksum ", actual,
+                " does not match the recorded ", *rec.checksum);
+    const bool on_host = rec.policy && *rec.policy == optim::placement_name(optim::Placement::host);
+    return on_host || target.is_cpu() ? host : host.to(target);
+  };
+  c.file_ = read_safetensors(path, sink);
+  c.check_complete();
+  return c;
 }
 
 TrainingCheckpoint TrainingCheckpoint::from_file(SafetensorsFile file) {
   TrainingCheckpoint c;
   c.file_ = std::move(file);
-  const std::string& path = c.file_.path;
-  auto it = c.file_.metadata.find(kLatheMetadataKey);
-  LATHE_CHECK(it != c.file_.metadata.end(), path, ": not a lathe training checkpoint (no \"", kLatheMetadataKey,
-              "\" document in its metadata)");
-  const json doc = json::parse(it->second, nullptr, /*allow_exceptions=*/false);
-  LATHE_CHECK(!doc.is_discarded() && doc.is_object(), path, ": metadata \"", kLatheMetadataKey,
-              "\" is not a JSON object");
-  c.doc_ = checkpoint_document_from_json(doc, path);
-  c.step_ = c.doc_.step;
-  for (const ParameterRecord& p : c.doc_.parameters)
-    LATHE_CHECK(c.file_.find(p.name), path, ": parameter '", p.name, "' is listed but its tensor is missing");
-
-  // Every tensor is accounted for, and every checksum holds.
-  for (const auto& [name, t] : c.file_.tensors) {
-    auto rec = c.doc_.tensors.find(name);
-    LATHE_CHECK(rec != c.doc_.tensors.end(), path, ": tensor '", name, "' is not listed in the checkpoint document");
-    LATHE_CHECK(rec->second.checksum.has_value(), path, ": tensor '", name,
-                "' has no checksum in the checkpoint document");
-    const std::vector<int64_t> shape = shape_vector(t.shape());
-    LATHE_CHECK(rec->second.dtype == dtype_name(t.dtype()) && rec->second.shape == shape, path, ": tensor '", name,
-                "' is ", dtype_name(t.dtype()), " ", json(shape).dump(), " in the header but ",
-                json(rec->second.dtype).dump(), " ", json(rec->second.shape).dump(), " in the checkpoint document");
-  }
-  verify_checksums(c.file_);  // also: every listed tensor is present
+  c.parse_document(c.file_.metadata, c.file_.path);
+  for (const auto& [name, t] : c.file_.tensors) c.check_listed(name, t, c.file_.path);
+  verify_checksums(c.file_);
+  c.check_complete();
   return c;
+}
+
+void TrainingCheckpoint::parse_document(const Metadata& metadata, const std::string& path) {
+  auto it = metadata.find(kLatheMetadataKey);
+  LATHE_CHECK(it != metadata.end(), path, ": not a lathe training checkpoint (no \"", kLatheMetadataKey,
+              "\" document in its metadata)");
+  const json doc = parse_json_document(it->second, path + ": metadata \"" + kLatheMetadataKey + "\"");
+  LATHE_CHECK(doc.is_object(), path, ": metadata \"", kLatheMetadataKey, "\" is not a JSON object");
+  doc_ = checkpoint_document_from_json(doc, path);
+  step_ = doc_.step;
+}
+
+const TensorRecord& TrainingCheckpoint::check_listed(const std::string& name, const Tensor& t,
+                                                     const std::string& path) const {
+  auto rec = doc_.tensors.find(name);
+  LATHE_CHECK(rec != doc_.tensors.end(), path, ": tensor '", name, "' is not listed in the checkpoint document");
+  LATHE_CHECK(rec->second.checksum.has_value(), path, ": tensor '", name, "' has no checksum in the checkpoint document");
+  const std::vector<int64_t> shape = shape_vector(t.shape());
+  LATHE_CHECK(rec->second.dtype == dtype_name(t.dtype()) && rec->second.shape == shape, path, ": tensor '", name,
+              "' is ", dtype_name(t.dtype()), " ", json(shape).dump(), " in the header but ",
+              quote_json(rec->second.dtype), " ", quote_json(rec->second.shape), " in the checkpoint document");
+  return rec->second;
+}
+
+// Every listed parameter and every listed tensor is in the file.
+void TrainingCheckpoint::check_complete() const {
+  for (const ParameterRecord& p : doc_.parameters)
+    LATHE_CHECK(file_.find(p.name), file_.path, ": parameter '", p.name, "' is listed but its tensor is missing");
+  for (const auto& [name, rec] : doc_.tensors)
+    LATHE_CHECK(file_.find(name), file_.path, ": the checkpoint document lists tensor '", name,
+                "', which the file does not hold");
 }
 
 nn::NamedTensors TrainingCheckpoint::weights_for(const nn::Module& model) const {
@@ -179,9 +207,7 @@ void TrainingCheckpoint::restore(nn::Module& model, optim::Optimizer& optimizer,
 
     std::map<std::string, optim::StateSource> state, scaler_state;
     for (const auto& [name, t] : file_.tensors) {
-      optim::StateSource src{t, std::nullopt};
-      const TensorRecord& rec = doc_.tensors.at(name);
-      if (rec.policy && *rec.policy != "parameter") src.saved_placement = optim::placement_from_name(*rec.policy);
+      optim::StateSource src{t};
       if (name.rfind(kOptimPrefix, 0) == 0) state.emplace(name.substr(std::char_traits<char>::length(kOptimPrefix)), src);
       else if (name.rfind("scaler.", 0) == 0) scaler_state.emplace(name, src);
     }

@@ -63,8 +63,12 @@ void save_training_state(const std::string& path, const TrainingStateRef& state)
 // lists. Errors name the file and what is wrong.
 class TrainingCheckpoint {
  public:
-  static TrainingCheckpoint read(const std::string& path);
-  // The same checks on a file already read (onto the cpu).
+  // Reads for a run on `target`: each tensor is validated from its host staging copy, then
+  // created where it will be used (state of the host policy on the host, everything else on
+  // `target`), one tensor at a time, so the whole state never sits in host memory on its way to a
+  // device. restore() then only copies within the target.
+  static TrainingCheckpoint read(const std::string& path, Device target = Device::cpu());
+  // The same checks on a file already read.
   static TrainingCheckpoint from_file(SafetensorsFile file);
   // Whether a file's metadata says it is a training checkpoint (nothing validated).
   static bool is_checkpoint(const Metadata& metadata);
@@ -89,8 +93,14 @@ class TrainingCheckpoint {
  private:
   // The file's weights for `model`, after checking names, order and count.
   nn::NamedTensors weights_for(const nn::Module& model) const;
+  // The document of the file's metadata (sets doc_ and step_).
+  void parse_document(const Metadata& metadata, const std::string& path);
+  // The document's record of tensor `name`, after checking that it lists it with t's dtype and
+  // shape and a checksum.
+  const TensorRecord& check_listed(const std::string& name, const Tensor& t, const std::string& path) const;
+  void check_complete() const;
 
-  SafetensorsFile file_;  // host tensors
+  SafetensorsFile file_;  // each tensor where read() placed it (the host for from_file)
   CheckpointDocument doc_;
   int64_t step_ = 0;
 };

@@ -314,6 +314,12 @@ SafetensorsFile parse_safetensors(const uint8_t* data, size_t size, const std::s
 }
 
 SafetensorsFile read_safetensors(const std::string& path, Device device) {
+  TensorSink sink;
+  sink.place = [device](const std::string&, const Tensor& host) { return device.is_cpu() ? host : host.to(device); };
+  return read_safetensors(path, sink);
+}
+
+SafetensorsFile read_safetensors(const std::string& path, const TensorSink& sink) {
   FileHandle f;
   // O_NONBLOCK so that a FIFO given by mistake is refused below instead of blocking the open.
   f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -331,15 +337,16 @@ SafetensorsFile read_safetensors(const std::string& path, Device device) {
   read_exactly(f.fd, text.data(), text.size(), 8, path);
   Header h = parse_header(text.data(), text.size(), size - 8 - n, path);
 
-  // Each tensor is read straight into its host storage: no second copy of the whole file.
   SafetensorsFile out;
   out.path = path;
   out.metadata = std::move(h.metadata);
+  if (sink.on_metadata) sink.on_metadata(out.metadata);
+  // Each tensor is read straight into its own host storage, then placed: no copy of the whole file.
   for (const Entry& e : h.entries) {
     Tensor host = Tensor::empty(e.shape, e.dtype, Device::cpu());
     read_exactly(f.fd, host.data_ptr(), host.nbytes(), 8 + n + e.begin, path);
     check_mask_bytes(e, static_cast<const uint8_t*>(host.data_ptr()), path);
-    out.tensors.emplace_back(e.name, device.is_cpu() ? host : host.to(device));
+    out.tensors.emplace_back(e.name, sink.place ? sink.place(e.name, host) : host);
   }
   return out;
 }

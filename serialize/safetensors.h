@@ -14,6 +14,7 @@
 // widest first, then by name), so its bytes match Python's safetensors.torch.save_file.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -37,6 +38,17 @@ struct SafetensorsFile {
 
 // Reads and validates a whole file; tensors are created on `device`.
 SafetensorsFile read_safetensors(const std::string& path, Device device = Device::cpu());
+
+// What a reader does with a file as it goes: `on_metadata` once, before any tensor is read (to
+// parse a document the checks need), then `place` for each tensor in file order, with the tensor
+// freshly read into host memory; it checks it and returns the tensor to keep (the host tensor, or a
+// copy on a device). Reading one tensor at a time this way, a device target never holds the
+// whole file in host memory.
+struct TensorSink {
+  std::function<void(const Metadata&)> on_metadata;
+  std::function<Tensor(const std::string& name, const Tensor& host)> place;
+};
+SafetensorsFile read_safetensors(const std::string& path, const TensorSink& sink);
 // Parses a file already in memory (the fuzzer's entry point); `name` is used in messages.
 SafetensorsFile parse_safetensors(const uint8_t* data, size_t size, const std::string& name,
                                   Device device = Device::cpu());

@@ -440,3 +440,34 @@ TEST_CASE("checkpoint damaged: every kind of damage is refused, naming the file 
   }
   CHECK(error_of([&] { TrainingCheckpoint::read(good); }).empty());
 }
+
+TEST_CASE("checkpoints: read names its target and creates each tensor where it is used; restore then copies nothing through the host") {
+  for (const Device d : accelerators()) {
+    CAPTURE(d.str());
+    TempDir dir("ckpt_target");
+    auto make = [](nn::GPT& m) { return all_params_adamw(m, /*fused=*/false); };
+    Run run(d, make);
+    for (int i = 0; i < 2; ++i) run.train_step();
+    run.save(dir.file("t.safetensors"));
+
+    // Reading for the target: weights and moments go to the device, the plain step counter (host
+    // policy) stays on the host, and nothing comes back from the device.
+    reset_transfer_stats();
+    const TrainingCheckpoint ckpt = TrainingCheckpoint::read(dir.file("t.safetensors"), d);
+    CHECK(transfer_stats().host_to_device > 0);
+    CHECK(transfer_stats().device_to_host == 0);
+
+    Run resumed(d, make);
+    reset_transfer_stats();
+    ckpt.restore(*resumed.model, *resumed.opt);
+    resumed.step = ckpt.step();
+    CHECK(transfer_stats().host_to_device == 0);
+    CHECK(transfer_stats().device_to_host == 0);
+    for (const auto& e : resumed.opt->state_entries()) {
+      INFO("state ", e.name);
+      CHECK(e.tensor.device() == (e.placement == Placement::host ? Device::cpu() : d));
+    }
+    CHECK(run.train_step() == resumed.train_step());
+    check_same_state(run, resumed);
+  }
+}

@@ -186,9 +186,9 @@ TEST_CASE("placement: loaded state is created where the policy says, in any orde
     std::map<std::string, StateSource> saved, saved_bytes;
     std::vector<Tensor> keep;  // the bytes must outlive the load
     for (const auto& e : src_opt->state_entries()) {
-      saved[e.name] = StateSource{e.tensor, e.placement};
+      saved[e.name] = StateSource{e.tensor};
       keep.push_back(e.tensor.contiguous());
-      saved_bytes[e.name] = StateSource{HostBytes{keep.back().data_ptr(), e.tensor.shape(), e.tensor.dtype()}, e.placement};
+      saved_bytes[e.name] = StateSource{HostBytes{keep.back().data_ptr(), e.tensor.shape(), e.tensor.dtype()}};
     }
     for (int order = 0; order < 3; ++order) {
       INFO("order ", order);
@@ -230,7 +230,7 @@ TEST_CASE("placement: loaded state gives the same result as the run that never s
     step_transfers(resumed_src, b, t);
   }
   std::map<std::string, StateSource> saved;
-  for (const auto& e : resumed_src.state_entries()) saved[e.name] = StateSource{e.tensor.clone(), e.placement};
+  for (const auto& e : resumed_src.state_entries()) saved[e.name] = StateSource{e.tensor.clone()};
   b.to(kSim);
   AdamW resumed(b.params);
   resumed.load_state(saved);
