@@ -1,16 +1,20 @@
-// Helpers shared by the core test suites: golden tensors from core_golden.h, and closeness
-// checks whose failure message names the element and both values.
+// Helpers shared by the test suites: golden tensors (tests/golden/*.safetensors), and the one
+// closeness check, whose failure message names the element and both values.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/autograd.h"
 #include "core/ops.h"
-#include "golden/core_golden.h"
+#include "serialize/safetensors.h"
 
 namespace core_test {
 
@@ -38,17 +42,28 @@ inline Tensor tensor_of(const std::vector<double>& values, const lathe::Shape& s
   }
 }
 
-inline const core_golden::GoldenTensor* find_golden(const std::string& name) {
-  for (const auto& g : core_golden::tensors())
-    if (name == g.name) return &g;
+// The golden files, in the one golden format (safetensors, written by the generator scripts in
+// tests/golden/ through golden_safetensors.py), read once: the core ops and the nn ops and kernels.
+inline const std::vector<lathe::serialize::SafetensorsFile>& golden_files() {
+  static const std::vector<lathe::serialize::SafetensorsFile> files = {
+      lathe::serialize::read_safetensors(LATHE_GOLDEN_DIR "/core_ops.safetensors"),
+      lathe::serialize::read_safetensors(LATHE_GOLDEN_DIR "/nn_ops.safetensors"),
+  };
+  return files;
+}
+
+inline const Tensor* find_golden(const std::string& name) {
+  for (const auto& f : golden_files())
+    if (const Tensor* t = f.find(name)) return t;
   return nullptr;
 }
 
-// The golden tensor `name` ("<case>.<tensor>") in its own dtype; throws when missing.
+// The golden tensor `name` ("<case>.<tensor>") in its own dtype, a fresh copy (tests mark inputs
+// as requiring gradients); throws when missing.
 inline Tensor golden(const std::string& name) {
-  const auto* g = find_golden(name);
-  LATHE_CHECK(g != nullptr, "no golden tensor named ", name);
-  return tensor_of(g->values, g->shape, lathe::dtype_from_name(g->dtype));
+  const Tensor* t = find_golden(name);
+  LATHE_CHECK(t != nullptr, "no golden tensor named ", name);
+  return t->clone();
 }
 
 // The input names of a case, in the generator's order: every "<case>.<x>" that is not the
@@ -56,14 +71,48 @@ inline Tensor golden(const std::string& name) {
 inline std::vector<std::string> golden_inputs(const std::string& c) {
   std::vector<std::string> names;
   const std::string prefix = c + ".";
-  for (const auto& g : core_golden::tensors()) {
-    std::string n = g.name;
-    if (n.rfind(prefix, 0) != 0) continue;
-    std::string leaf = n.substr(prefix.size());
-    if (leaf == "out" || leaf == "gout" || leaf.rfind("grad_", 0) == 0) continue;
-    names.push_back(leaf);
-  }
+  for (const auto& f : golden_files())
+    for (const auto& [n, t] : f.tensors) {
+      if (n.rfind(prefix, 0) != 0) continue;
+      std::string leaf = n.substr(prefix.size());
+      if (leaf == "out" || leaf == "gout" || leaf.rfind("grad_", 0) == 0) continue;
+      names.push_back(leaf);
+    }
   return names;
+}
+
+// Every case of the golden files ("<case>" of "<case>.<tensor>"), once each, in file order.
+inline std::vector<std::string> golden_cases() {
+  std::vector<std::string> out;
+  for (const auto& f : golden_files())
+    for (const auto& [n, t] : f.tensors) {
+      std::string c = n.substr(0, n.find('.'));
+      if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+    }
+  return out;
+}
+
+// A conversion of `src` (dtype `from`) to dtype `to` as torch computes it: kind "cast" (every pair
+// of the 7 dtypes) or "round" (f32 and f64 to bf16 and f16, ties and overflow).
+struct GoldenCast {
+  std::string from, to;
+  Tensor src, dst;
+};
+inline std::vector<GoldenCast> golden_casts(const std::string& kind) {
+  std::vector<GoldenCast> out;
+  for (const auto& [n, t] : golden_files()[0].tensors) {
+    if (n.rfind(kind + ".", 0) != 0 || n.size() < 4 || n.substr(n.size() - 4) != ".src") continue;
+    const std::string pair = n.substr(kind.size() + 1, n.size() - kind.size() - 5);  // "<from>.<to>"
+    const size_t dot = pair.find('.');
+    out.push_back({pair.substr(0, dot), pair.substr(dot + 1), t, golden(kind + "." + pair + ".dst")});
+  }
+  return out;
+}
+
+// torch.result_type for every pair of dtypes: {a, b, result}.
+inline std::vector<std::array<std::string, 3>> golden_promotions() {
+  const auto doc = nlohmann::json::parse(golden_files()[0].metadata.at("promotions"));
+  return doc.get<std::vector<std::array<std::string, 3>>>();
 }
 
 // "" when actual and expected have the same shape and every element satisfies

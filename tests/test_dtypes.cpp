@@ -34,18 +34,17 @@ TEST_CASE("dtypes: names, sizes and classes") {
 
 TEST_CASE("dtypes: casts between all 7 dtypes match torch") {
   int pairs = 0;
-  for (const auto& c : core_golden::casts()) {
-    DType from = dtype_from_name(c.from), to = dtype_from_name(c.to);
+  for (const auto& c : core_test::golden_casts("cast")) {
+    DType to = dtype_from_name(c.to);
     CAPTURE(c.from);
     CAPTURE(c.to);
-    Tensor src = tensor_of(c.src, {int64_t(c.src.size())}, from);
-    Tensor out = src.to(to);
+    Tensor out = c.src.to(to);
     CHECK(out.dtype() == to);
-    std::string diff = exact(out, tensor_of(c.dst, {int64_t(c.dst.size())}, to));
+    std::string diff = exact(out, c.dst);
     CHECK_MESSAGE(diff.empty(), diff);
     // The same cast as a strided copy into a view.
-    Tensor dst = Tensor::zeros({int64_t(c.src.size()), 2}, to);
-    dst.select(1, 1).copy_(src);
+    Tensor dst = Tensor::zeros({c.src.numel(), 2}, to);
+    dst.select(1, 1).copy_(c.src);
     CHECK(exact(dst.select(1, 1), out).empty());
     ++pairs;
   }
@@ -53,17 +52,20 @@ TEST_CASE("dtypes: casts between all 7 dtypes match torch") {
 }
 
 TEST_CASE("dtypes: f32 and f64 round to bf16 and f16 to nearest even, as torch") {
-  for (const auto& c : core_golden::roundings()) {
+  int lists = 0;
+  for (const auto& c : core_test::golden_casts("round")) {
     CAPTURE(c.from);
     CAPTURE(c.to);
-    Tensor src = tensor_of(c.src, {int64_t(c.src.size())}, dtype_from_name(c.from));
-    Tensor out = src.to(dtype_from_name(c.to));
-    std::vector<double> got = out.to_vector<double>();
+    std::vector<double> src = c.src.to_vector<double>(), want = c.dst.to_vector<double>();
+    std::vector<double> got = c.src.to(dtype_from_name(c.to)).to_vector<double>();
+    REQUIRE(got.size() == want.size());
     for (size_t i = 0; i < got.size(); ++i) {
-      CAPTURE(c.src[i]);
-      CHECK(got[i] == c.dst[i]);
+      CAPTURE(src[i]);
+      CHECK(got[i] == want[i]);
     }
+    ++lists;
   }
+  CHECK(lists == 4);
   // The halfway cases, spelled out: 1 + 2^-8 lies between bf16's 1 and 1 + 2^-7.
   Tensor h = core_test::f32({1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f}, {2}).to(DType::bf16);
   CHECK(h.to_vector<float>() == std::vector<float>{1.0f, 1.0f + 0x1p-6f});
@@ -87,10 +89,12 @@ TEST_CASE("dtypes: NaN and infinity survive float casts; casts to bool test for 
 
 TEST_CASE("dtypes: type promotion of binary ops matches torch.result_type") {
   int pairs = 0;
-  for (const auto& p : core_golden::promotions()) {
-    DType a = dtype_from_name(p.a), b = dtype_from_name(p.b), want = dtype_from_name(p.result);
-    CAPTURE(p.a);
-    CAPTURE(p.b);
+  for (const auto& p : core_test::golden_promotions()) {
+    const std::string& pa = p[0];
+    const std::string& pb = p[1];
+    DType a = dtype_from_name(pa), b = dtype_from_name(pb), want = dtype_from_name(p[2]);
+    CAPTURE(pa);
+    CAPTURE(pb);
     CHECK(promote(a, b) == want);
     CHECK(add(Tensor::ones({2}, a), Tensor::ones({2}, b)).dtype() == want);
     CHECK(where(Tensor::ones({2}, DType::b8), Tensor::ones({2}, a), Tensor::ones({2}, b)).dtype() == want);

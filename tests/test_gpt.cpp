@@ -16,6 +16,8 @@
 #include "tests/temp_dir.h"
 #include "tests/test_helpers.h"
 
+#include "tests/core_test_util.h"
+
 using namespace lathe;
 using lathe::testing::TempDir;
 using namespace lathe::nn;
@@ -32,18 +34,8 @@ constexpr Tolerance kOutputTol{1e-4, 1e-6};  // logits and loss
 constexpr Tolerance kGradTol{1e-3, 1e-5};
 
 void check_close(const std::string& name, const Tensor& actual, const Tensor& expected, Tolerance tol) {
-  INFO("tensor ", name);
-  REQUIRE(actual.shape() == expected.shape());
-  std::vector<double> a = actual.to_vector<double>(), e = expected.to_vector<double>();
-  size_t bad = 0, worst = 0;
-  double worst_excess = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double excess = std::abs(a[i] - e[i]) - (tol.atol + tol.rtol * std::abs(e[i]));
-    if (excess > 0) ++bad;
-    if (excess > worst_excess) worst_excess = excess, worst = i;
-  }
-  INFO("worst element ", worst, ": got ", a.empty() ? 0 : a[worst], ", expected ", e.empty() ? 0 : e[worst]);
-  CHECK(bad == 0);
+  const std::string diff = core_test::compare(actual, expected, tol.rtol, tol.atol);
+  CHECK_MESSAGE(diff.empty(), "tensor ", name, ": ", diff);
 }
 
 // Compares a result (logits, loss, grad.*) with the expected file, name by name.

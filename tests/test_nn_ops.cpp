@@ -1,6 +1,6 @@
-// Compute-heavy ops: matmul, softmax/log_softmax, layer_norm, embedding, cross_entropy, dropout.
-// Values and gradients against PyTorch goldens (tests/golden/make_nn_op_goldens.py), f64
-// gradchecks, bad-input errors, 16-bit inputs and thread-count determinism.
+// Compute-heavy ops: matmul, softmax/log_softmax, layer_norm, embedding, cross_entropy, dropout,
+// beyond their lines in the op registry (tests/test_op_cases.cpp: goldens, gradcheck, sim, cuda):
+// more gradchecks, bad-input errors, 16-bit inputs and thread-count determinism.
 #include <doctest/doctest.h>
 #include <omp.h>
 
@@ -10,57 +10,10 @@
 
 #include "core/autograd.h"
 #include "core/ops.h"
-#include "tests/golden/nn_ops_golden.h"
 
 using namespace lathe;
 
 namespace {
-
-const nn_golden::GoldenTensor& golden_entry(const std::string& name) {
-  for (const auto& t : nn_golden::all())
-    if (name == t.name) return t;
-  FAIL("no golden tensor ", name);
-  throw;  // unreachable
-}
-
-// A golden input: f32 (or i64 ids); `requires_grad` marks a leaf whose gradient is compared.
-Tensor golden(const std::string& name, bool requires_grad = false) {
-  const auto& g = golden_entry(name);
-  if (g.is_index) {
-    std::vector<int64_t> v(g.values.begin(), g.values.end());
-    return Tensor::from_vector(v, g.shape);
-  }
-  std::vector<float> v(g.values.begin(), g.values.end());
-  Tensor t = Tensor::from_vector(v, g.shape);
-  if (requires_grad) t.requires_grad_(true);
-  return t;
-}
-
-// |actual - expected| <= rtol * |expected| + atol for every element (f32 results vs PyTorch f32).
-void check_close(const Tensor& actual, const std::string& name, double rtol = 1e-5, double atol = 1e-6) {
-  const auto& g = golden_entry(name);
-  INFO("golden ", name);
-  REQUIRE(actual.defined());
-  REQUIRE(actual.shape() == g.shape);
-  std::vector<double> a = actual.to(DType::f64).contiguous().to_vector<double>();
-  int bad = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!(std::abs(a[i] - g.values[i]) <= rtol * std::abs(g.values[i]) + atol)) {
-      if (++bad <= 3) MESSAGE("element ", i, ": ", a[i], " vs ", g.values[i]);
-    }
-  }
-  CHECK(bad == 0);
-}
-
-// Runs out = f(inputs), checks out, then backpropagates sum(out * gout) and checks each grad.
-void check_case(const std::string& c, const std::vector<std::string>& grad_inputs,
-                const std::vector<Tensor>& inputs, const std::function<Tensor(const std::vector<Tensor>&)>& f) {
-  Tensor out = f(inputs);
-  check_close(out, c + ".out");
-  sum(mul(out, golden(c + ".gout"))).backward();
-  for (size_t i = 0; i < grad_inputs.size(); ++i)
-    if (!grad_inputs[i].empty()) check_close(inputs[i].grad(), c + ".grad_" + grad_inputs[i]);
-}
 
 Tensor randn64(const Shape& s, uint64_t seed) { return Tensor::randn(s, seed, 0, DType::f64).requires_grad_(true); }
 
@@ -83,20 +36,6 @@ std::vector<float> with_threads(int n, const std::function<std::vector<float>()>
 
 // ---------------------------------------------------------------------------------------------
 // matmul
-
-TEST_CASE("matmul: values and grads against PyTorch") {
-  auto mm = [](const std::vector<Tensor>& x) { return matmul(x[0], x[1]); };
-  for (const char* c : {"matmul_2d", "matmul_bcast", "matmul_vec_left", "matmul_vec_right", "matmul_dot"}) {
-    SUBCASE(c) {
-      std::string s = c;
-      check_case(s, {"a", "b"}, {golden(s + ".a", true), golden(s + ".b", true)}, mm);
-    }
-  }
-  SUBCASE("linear layer through a transposed weight view") {
-    check_case("matmul_linear", {"x", "w"}, {golden("matmul_linear.x", true), golden("matmul_linear.w", true)},
-               [](const std::vector<Tensor>& x) { return matmul(x[0], x[1].t()); });
-  }
-}
 
 TEST_CASE("matmul: strided views need no contiguous copy to be right") {
   Tensor a = Tensor::randn({6, 8}, 1), b = Tensor::randn({8, 5}, 2);
@@ -156,27 +95,6 @@ TEST_CASE("matmul: empty inner dim gives zeros; bf16 computes in f32") {
 // ---------------------------------------------------------------------------------------------
 // softmax / log_softmax
 
-TEST_CASE("softmax and log_softmax: values and grads against PyTorch") {
-  SUBCASE("softmax last dim") {
-    check_case("softmax_last", {"x"}, {golden("softmax_last.x", true)},
-               [](const std::vector<Tensor>& x) { return softmax(x[0], -1); });
-  }
-  SUBCASE("softmax dim 0") {
-    check_case("softmax_dim0", {"x"}, {golden("softmax_dim0.x", true)},
-               [](const std::vector<Tensor>& x) { return softmax(x[0], 0); });
-  }
-  SUBCASE("log_softmax middle dim") {
-    check_case("log_softmax_dim1", {"x"}, {golden("log_softmax_dim1.x", true)},
-               [](const std::vector<Tensor>& x) { return log_softmax(x[0], 1); });
-  }
-  SUBCASE("large logits stay finite") {
-    check_case("log_softmax_large", {"x"}, {golden("log_softmax_large.x", true)},
-               [](const std::vector<Tensor>& x) { return log_softmax(x[0], -1); });
-    check_case("softmax_large", {"x"}, {golden("softmax_large.x", true)},
-               [](const std::vector<Tensor>& x) { return softmax(x[0], -1); });
-  }
-}
-
 TEST_CASE("softmax: gradcheck over every dim") {
   for (int64_t d : {0, 1, 2, -1}) {
     check_grad([d](const std::vector<Tensor>& x) { return softmax(x[0], d); }, {randn64({2, 3, 19}, 20 + d)});
@@ -206,19 +124,6 @@ TEST_CASE("softmax: bf16 rows compute in f32") {
 // ---------------------------------------------------------------------------------------------
 // layer_norm
 
-TEST_CASE("layer_norm: values and grads against PyTorch") {
-  SUBCASE("with weight and bias") {
-    std::vector<Tensor> in{golden("layer_norm_affine.x", true), golden("layer_norm_affine.weight", true),
-                           golden("layer_norm_affine.bias", true)};
-    check_case("layer_norm_affine", {"x", "weight", "bias"}, in,
-               [](const std::vector<Tensor>& x) { return layer_norm(x[0], x[1], x[2], 1e-5); });
-  }
-  SUBCASE("without affine parameters") {
-    check_case("layer_norm_plain", {"x"}, {golden("layer_norm_plain.x", true)},
-               [](const std::vector<Tensor>& x) { return layer_norm(x[0], Tensor(), Tensor(), 1e-5); });
-  }
-}
-
 TEST_CASE("layer_norm: gradcheck with and without weight/bias") {
   auto full = [](const std::vector<Tensor>& x) { return layer_norm(x[0], x[1], x[2], 1e-5); };
   check_grad(full, {randn64({3, 2, 21}, 40), randn64({21}, 41), randn64({21}, 42)});
@@ -244,12 +149,10 @@ TEST_CASE("layer_norm: bad input") {
 // ---------------------------------------------------------------------------------------------
 // embedding
 
-TEST_CASE("embedding: values and grads against PyTorch, i64 and i32 ids") {
-  check_case("embedding", {"weight", ""}, {golden("embedding.weight", true), golden("embedding.idx")},
-             [](const std::vector<Tensor>& x) { return embedding(x[0], x[1]); });
-  Tensor w = golden("embedding.weight");
-  CHECK(embedding(w, golden("embedding.idx").to(DType::i32)).to_vector<float>() ==
-        embedding(w, golden("embedding.idx")).to_vector<float>());
+TEST_CASE("embedding: i32 ids give the i64 ids' rows") {
+  Tensor w = Tensor::randn({10, 20}, 3);
+  Tensor ids = Tensor::from_vector(std::vector<int64_t>{1, 3, 1, 9, 0, 3}, {2, 3});
+  CHECK(embedding(w, ids.to(DType::i32)).to_vector<float>() == embedding(w, ids).to_vector<float>());
 }
 
 TEST_CASE("embedding: gradcheck with repeated ids") {
@@ -272,22 +175,6 @@ TEST_CASE("embedding: bad input") {
 
 // ---------------------------------------------------------------------------------------------
 // cross_entropy
-
-TEST_CASE("cross_entropy: values and grads against PyTorch") {
-  auto ce = [](const std::vector<Tensor>& x) { return cross_entropy(x[0], x[1]); };
-  SUBCASE("2-D with an ignored row") {
-    check_case("cross_entropy", {"logits", ""}, {golden("cross_entropy.logits", true), golden("cross_entropy.targets")}, ce);
-  }
-  SUBCASE("3-D logits, i32 targets") {
-    check_case("cross_entropy_3d", {"logits", ""},
-               {golden("cross_entropy_3d.logits", true), golden("cross_entropy_3d.targets").to(DType::i32)}, ce);
-  }
-  SUBCASE("custom ignore_index") {
-    check_case("cross_entropy_ignore2", {"logits", ""},
-               {golden("cross_entropy_ignore2.logits", true), golden("cross_entropy_ignore2.targets")},
-               [](const std::vector<Tensor>& x) { return cross_entropy(x[0], x[1], 2); });
-  }
-}
 
 TEST_CASE("cross_entropy: gradcheck with and without ignored rows") {
   Tensor t = Tensor::from_vector<int64_t>({0, 3, 20, 7}, {4});

@@ -17,6 +17,8 @@
 #include "serialize/safetensors.h"
 #include "train/ref/kinds.h"
 
+#include "tests/core_test_util.h"
+
 using namespace lathe;
 using namespace lathe::optim;
 
@@ -31,20 +33,10 @@ constexpr Tol kTorchTol{1e-4, 1e-6, 0};
 constexpr Tol kProdigyTol{1e-3, 0, 1e-4};
 
 void check_close(const std::string& name, const Tensor& actual, const Tensor& expected, Tol tol) {
-  INFO("tensor ", name, ": lathe ", actual.desc(), " expected ", expected.desc());
-  REQUIRE(actual.shape() == expected.shape());
-  std::vector<double> a = actual.to_vector<double>(), e = expected.to_vector<double>();
   double emax = 0;
-  for (double v : e) emax = std::max(emax, std::abs(v));
-  size_t bad = 0, worst = 0;
-  double worst_excess = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double excess = std::abs(a[i] - e[i]) - (tol.atol + tol.atol_of_max * emax + tol.rtol * std::abs(e[i]));
-    if (!(excess <= 0)) ++bad;
-    if (!(excess <= worst_excess)) worst_excess = excess, worst = i;
-  }
-  INFO("worst element ", worst, ": lathe ", a.empty() ? 0 : a[worst], " expected ", e.empty() ? 0 : e[worst]);
-  CHECK(bad == 0);
+  for (double v : expected.to_vector<double>()) emax = std::max(emax, std::abs(v));
+  const std::string diff = core_test::compare(actual, expected, tol.rtol, tol.atol + tol.atol_of_max * emax);
+  CHECK_MESSAGE(diff.empty(), "tensor ", name, ": ", diff);
 }
 
 void check_scalar(const std::string& name, double actual, double expected, double rtol) {

@@ -14,6 +14,8 @@
 #include "tests/temp_dir.h"
 #include "tests/test_helpers.h"
 
+#include "tests/core_test_util.h"
+
 using namespace lathe;
 using lathe::testing::TempDir;
 namespace fs = std::filesystem;
@@ -33,15 +35,10 @@ void check_all_close(const serialize::SafetensorsFile& got, const serialize::Saf
                      double atol) {
   CHECK(got.tensors.size() == want.tensors.size());
   for (const auto& [name, e] : want.tensors) {
-    INFO("tensor ", name);
     const Tensor* g = got.find(name);
-    REQUIRE(g != nullptr);
-    REQUIRE(g->shape() == e.shape());
-    std::vector<double> a = g->to_vector<double>(), b = e.to_vector<double>();
-    size_t bad = 0;
-    for (size_t i = 0; i < a.size(); ++i)
-      if (!(std::abs(a[i] - b[i]) <= atol + rtol * std::abs(b[i]))) ++bad;
-    CHECK(bad == 0);
+    REQUIRE_MESSAGE(g != nullptr, "tensor ", name, " missing");
+    const std::string diff = core_test::compare(*g, e, rtol, atol);
+    CHECK_MESSAGE(diff.empty(), "tensor ", name, ": ", diff);
   }
 }
 

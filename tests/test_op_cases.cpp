@@ -1,10 +1,17 @@
-// Every elementwise, reduction, joining and indexing op of core/ops.h against PyTorch
-// (tests/golden/make_core_goldens.py): the forward values, torch's gradients of sum(out * gout),
-// and a float64 gradcheck of each differentiable op, with broadcasting and non-contiguous inputs.
+// The op test registry, in the manner of ggml's test-backend-ops: every op of core/ops.h (the
+// elementwise, reduction, joining and indexing ops, the nn ops, and the fused Adam kernels), one
+// line each, and four checks of every line:
+//   - against PyTorch's golden values (tests/golden/make_core_goldens.py, make_nn_op_goldens.py):
+//     the forward result and torch's gradients of sum(out * gout);
+//   - a float64 finite-difference gradcheck of each differentiable case;
+//   - bitwise the cpu's result and gradients on the sim device;
+//   - within the case's tolerance of the cpu on CUDA, where a GPU exists.
+// Broadcasting and non-contiguous inputs are cases of their own.
 //
 // Tolerances: f32 values within 1e-6 relative + 1e-7 absolute; ops built on a transcendental
-// function (exp, log, tanh, pow, ...) within 1e-5 relative. Gradients chain a few roundings and
-// use the same rule with the case's relative tolerance and 1e-6 absolute.
+// function (exp, log, tanh, pow, softmax, layer_norm, ...) within 1e-5 relative, and the nn ops'
+// results (long sums) within 1e-6 absolute. Gradients chain a few roundings and use the same rule
+// with the case's relative tolerance and 1e-6 absolute.
 #include <doctest/doctest.h>
 
 #include <functional>
@@ -23,6 +30,8 @@ using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 constexpr double kExact = 1e-6;       // relative tolerance of plain f32 arithmetic
 constexpr double kTranscend = 1e-5;   // relative tolerance of ops built on exp/log/tanh/pow
 
+constexpr double kSums = 1e-6;        // absolute tolerance of results that are long sums
+
 struct Case {
   const char* name;
   Fn f;
@@ -30,7 +39,20 @@ struct Case {
   // Inputs sit on a kink or a tie (relu at 0, clamp at a bound, equal maxima): the gradcheck
   // runs on slightly moved inputs, where finite differences are meaningful.
   bool kinks = false;
+  double atol = 1e-7;  // of the forward result
 };
+
+// One Adam / AdamW step (step 3, the generator's hyperparameters) on copies of the inputs param,
+// grad, exp_avg, exp_avg_sq: the updated parameter and moments, flattened and joined.
+Tensor adam_step(const std::vector<Tensor>& v, bool decoupled, double weight_decay) {
+  Tensor p = v[0].detach().clone(), m = v[2].detach().clone(), s = v[3].detach().clone();
+  AdamParams a;
+  a.lr = 1e-2;
+  a.weight_decay = weight_decay;
+  a.decoupled_weight_decay = decoupled;
+  adam_update(p, v[1].detach(), m, s, Tensor(), 3.0, a);
+  return cat({p.reshape({-1}), m.reshape({-1}), s.reshape({-1})});
+}
 
 // The cases, under the generator's names; v holds the inputs in the generator's order.
 const std::vector<Case>& cases() {
@@ -137,6 +159,29 @@ const std::vector<Case>& cases() {
       {"gather_noncontig", [](auto& v) { return gather(v[0].t(), 0, v[1]); }},
       // integer division is true division
       {"int_div", [](auto& v) { return v[0] / v[1]; }},
+      // linear algebra and the nn ops
+      {"matmul_2d", [](auto& v) { return matmul(v[0], v[1]); }, kTranscend, false, kSums},
+      {"matmul_bcast", [](auto& v) { return matmul(v[0], v[1]); }, kTranscend, false, kSums},
+      {"matmul_linear", [](auto& v) { return matmul(v[0], v[1].t()); }, kTranscend, false, kSums},
+      {"matmul_vec_left", [](auto& v) { return matmul(v[0], v[1]); }, kTranscend, false, kSums},
+      {"matmul_vec_right", [](auto& v) { return matmul(v[0], v[1]); }, kTranscend, false, kSums},
+      {"matmul_dot", [](auto& v) { return matmul(v[0], v[1]); }, kTranscend, false, kSums},
+      {"softmax_last", [](auto& v) { return softmax(v[0], -1); }, kTranscend, false, kSums},
+      {"softmax_dim0", [](auto& v) { return softmax(v[0], 0); }, kTranscend, false, kSums},
+      {"log_softmax_dim1", [](auto& v) { return log_softmax(v[0], 1); }, kTranscend, false, kSums},
+      {"log_softmax_large", [](auto& v) { return log_softmax(v[0], -1); }, kTranscend, false, kSums},
+      {"softmax_large", [](auto& v) { return softmax(v[0], -1); }, kTranscend, false, kSums},
+      {"layer_norm_affine", [](auto& v) { return layer_norm(v[0], v[1], v[2], 1e-5); }, kTranscend, false, kSums},
+      {"layer_norm_plain", [](auto& v) { return layer_norm(v[0], Tensor(), Tensor(), 1e-5); }, kTranscend, false,
+       kSums},
+      {"embedding", [](auto& v) { return embedding(v[0], v[1]); }, kExact, false, kSums},
+      {"cross_entropy", [](auto& v) { return cross_entropy(v[0], v[1]); }, kTranscend, false, kSums},
+      {"cross_entropy_3d", [](auto& v) { return cross_entropy(v[0], v[1].to(DType::i32)); }, kTranscend, false,
+       kSums},
+      {"cross_entropy_ignore2", [](auto& v) { return cross_entropy(v[0], v[1], 2); }, kTranscend, false, kSums},
+      // fused optimizer kernels (no gradient)
+      {"adam_update", [](auto& v) { return adam_step(v, false, 0.01); }, kTranscend, false, kSums},
+      {"adamw_update", [](auto& v) { return adam_step(v, true, 0.1); }, kTranscend, false, kSums},
   };
   return all;
 }
@@ -162,7 +207,7 @@ void check_against_torch(const Case& c) {
   Tensor out = c.f(in);
   Tensor expected = golden(name + ".out");
   CHECK(out.dtype() == expected.dtype());
-  std::string diff = compare(out, expected, c.rtol, 1e-7);
+  std::string diff = compare(out, expected, c.rtol, c.atol);
   CHECK_MESSAGE(diff.empty(), "forward: ", diff);
   if (!core_test::find_golden(name + ".gout")) return;
   sum(mul(out, golden(name + ".gout"))).backward();
@@ -209,18 +254,17 @@ bool differentiable(const Case& c) {
 
 }  // namespace
 
-TEST_CASE("elementwise: every op matches PyTorch, forward and backward") {
+TEST_CASE("ops: every op matches PyTorch, forward and backward") {
   for (const Case& c : cases()) check_against_torch(c);
 }
 
-TEST_CASE("elementwise: every golden case is covered") {
+TEST_CASE("ops: every golden case is covered") {
   // A case added to the generator without a C++ twin would otherwise go untested.
   std::map<std::string, bool> known;
   for (const Case& c : cases()) known[c.name] = true;
-  for (const auto& g : core_golden::tensors()) {
-    std::string n = g.name;
-    std::string c = n.substr(0, n.find('.'));
-    if (c.rfind("dt_", 0) == 0) continue;  // tests/test_dtypes.cpp
+  for (const std::string& c : core_test::golden_cases()) {
+    // dtype cases, casts and roundings are tests/test_dtypes.cpp's
+    if (c.rfind("dt_", 0) == 0 || c == "cast" || c == "round") continue;
     CHECK_MESSAGE(known.count(c), "golden case ", c, " has no test");
   }
 }
@@ -241,7 +285,7 @@ void check_on_device(Device device, bool bitwise) {
     Tensor out_h = c.f(host), out_d = c.f(dev);
     CHECK(out_d.device() == device);
     if (bitwise) CHECK(core_test::same_bits(out_h, out_d));
-    else CHECK_MESSAGE(compare(out_d, out_h, c.rtol, 1e-6).empty(), compare(out_d, out_h, c.rtol, 1e-6));
+    else CHECK_MESSAGE(compare(out_d, out_h, c.rtol, std::max(c.atol, 1e-6)).empty(), compare(out_d, out_h, c.rtol, 1e-6));
     if (!out_h.requires_grad()) continue;
     Tensor w = Tensor::randn(out_h.shape(), 5);
     sum(mul(out_h, w)).backward();
@@ -257,14 +301,14 @@ void check_on_device(Device device, bool bitwise) {
   }
 }
 
-TEST_CASE("elementwise: every op gives the cpu's bits on sim") { check_on_device(Device::sim(), true); }
+TEST_CASE("ops: every op gives the cpu's bits on sim") { check_on_device(Device::sim(), true); }
 
-TEST_CASE("elementwise: every op matches the cpu on cuda") {
+TEST_CASE("ops: every op matches the cpu on cuda") {
   if (cuda_device_count() == 0) return;  // tests/test_cuda.cpp reports the skip
   check_on_device(Device::cuda(), false);
 }
 
-TEST_CASE("elementwise: float64 gradcheck of every differentiable op") {
+TEST_CASE("ops: float64 gradcheck of every differentiable op") {
   int checked = 0;
   for (const Case& c : cases()) {
     if (!differentiable(c)) continue;
@@ -274,7 +318,7 @@ TEST_CASE("elementwise: float64 gradcheck of every differentiable op") {
   CHECK(checked > 60);
 }
 
-TEST_CASE("elementwise: gradcheck through broadcasting on both sides and non-contiguous grads") {
+TEST_CASE("ops: gradcheck through broadcasting on both sides and non-contiguous grads") {
   Tensor a = Tensor::randn({4, 1, 3}, 1, 0, DType::f64).requires_grad_(true);
   Tensor b = Tensor::randn({5, 1}, 2, 0, DType::f64).requires_grad_(true);
   auto f = [](const std::vector<Tensor>& v) {
@@ -289,7 +333,7 @@ TEST_CASE("elementwise: gradcheck through broadcasting on both sides and non-con
   CHECK(gradcheck(g, {a, b}) == "");
 }
 
-TEST_CASE("elementwise: shape and range errors name the op and the shapes") {
+TEST_CASE("ops: shape and range errors name the op and the shapes") {
   Tensor a = Tensor::zeros({2, 3}), b = Tensor::zeros({4});
   CHECK_THROWS_WITH_AS(add(a, b), doctest::Contains("add: shapes [2, 3] and [4] cannot be broadcast"), Error);
   CHECK_THROWS_WITH_AS(where(Tensor::zeros({2, 3}), a, a), doctest::Contains("where: condition must be bool"),
@@ -303,7 +347,7 @@ TEST_CASE("elementwise: shape and range errors name the op and the shapes") {
   CHECK_THROWS_WITH_AS(max(Tensor::zeros({0})), doctest::Contains("empty"), Error);
 }
 
-TEST_CASE("elementwise: reductions of empty and 0-d tensors") {
+TEST_CASE("ops: reductions of empty and 0-d tensors") {
   CHECK(sum(Tensor::zeros({0})).item() == 0.0);
   CHECK(sum(Tensor::ones({3, 0}), {1}).to_vector<float>() == std::vector<float>{0, 0, 0});
   CHECK(sum(Tensor::ones({0, 3}), {0}).to_vector<float>() == std::vector<float>{0, 0, 0});
@@ -316,7 +360,7 @@ TEST_CASE("elementwise: reductions of empty and 0-d tensors") {
   CHECK(sum(s, {0}).shape() == Shape{});
 }
 
-TEST_CASE("elementwise: NaN propagates through maximum, max and argmax") {
+TEST_CASE("ops: NaN propagates through maximum, max and argmax") {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   Tensor x = core_test::f32({1, nan, 3, 2}, {4});
   Tensor y = core_test::f32({0, 0, 5, nan}, {4});
@@ -435,7 +479,7 @@ TEST_CASE("index: large index_add and scatter_add backward sums repeated indices
   CHECK(y.grad().to_vector<float>() == std::vector<float>(15, float(n / 5)));
 }
 
-TEST_CASE("elementwise: pow gradients at a zero base or a zero exponent are finite, as torch") {
+TEST_CASE("ops: pow gradients at a zero base or a zero exponent are finite, as torch") {
   Tensor a = core_test::f64({0, 0, 2, 0}, {4}).requires_grad_(true);
   Tensor b = core_test::f64({0, 2, 0, 0.5}, {4}).requires_grad_(true);
   sum(pow(a, b)).backward();

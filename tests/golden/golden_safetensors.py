@@ -1,0 +1,34 @@
+"""The one golden format: a safetensors file, written by the golden generators through this module.
+
+Tensors are written in insertion order (lathe's reader keeps file order, which is how a case's
+inputs keep their positional order), in every dtype lathe reads, with string metadata for what is
+not a tensor (e.g. dtype promotion tables, as JSON).
+"""
+import json
+import struct
+
+import torch
+
+KINDS = {torch.float32: "F32", torch.float64: "F64", torch.bfloat16: "BF16", torch.float16: "F16",
+         torch.int32: "I32", torch.int64: "I64", torch.bool: "BOOL"}
+
+
+def save(path, tensors, metadata=None):
+    header, chunks, offset = {}, [], 0
+    if metadata:
+        header["__metadata__"] = {k: v if isinstance(v, str) else json.dumps(v) for k, v in metadata.items()}
+    for name, t in tensors.items():
+        t = t.detach().contiguous().cpu()
+        raw = t.view(torch.int16) if t.dtype in (torch.bfloat16, torch.float16) else t  # numpy has no bf16
+        data = raw.numpy().tobytes()
+        header[name] = {"dtype": KINDS[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        chunks.append(data)
+        offset += len(data)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for c in chunks:
+            f.write(c)
