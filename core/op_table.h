@@ -16,6 +16,7 @@
 // line in the op test registry (tests/test_op_cases.cpp).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
@@ -329,56 +330,26 @@ enum class BinaryOp : uint8_t { LATHE_BINARY_OPS(LATHE_OP_ENUMERATOR_) };
 // Reductions (kernels in core/cpu/reduce.cpp and cuda/reduce.cu); argmax/argmin write i64.
 enum class ReduceOp : uint8_t { sum, max, min, argmax, argmin };
 
-// Facts generated from the table, for the op layer and the backends' host code.
-constexpr const char* op_name(UnaryOp op) {
-  switch (op) {
-#define LATHE_OP_NAME_(entry) \
-  case UnaryOp::entry: return op_table::entry::name;
-    LATHE_UNARY_OPS(LATHE_OP_NAME_)
-#undef LATHE_OP_NAME_
-  }
-  return "?";
-}
+// Facts generated from the table, for the op layer and the backends' host code. An enum value is
+// its entry's position in the list, so it indexes these arrays.
+struct OpFacts {
+  const char* name;
+  OpDTypes dtypes;
+  bool predicate;  // writes bool (comparisons) rather than its operands' dtype
+};
+#define LATHE_UNARY_FACTS_(entry) OpFacts{op_table::entry::name, op_table::entry::dtypes, false},
+#define LATHE_BINARY_FACTS_(entry) OpFacts{op_table::entry::name, op_table::entry::dtypes, op_table::entry::predicate},
+inline constexpr OpFacts kUnaryOpFacts[] = {LATHE_UNARY_OPS(LATHE_UNARY_FACTS_)};
+inline constexpr OpFacts kBinaryOpFacts[] = {LATHE_BINARY_OPS(LATHE_BINARY_FACTS_)};
+#undef LATHE_UNARY_FACTS_
+#undef LATHE_BINARY_FACTS_
 
-constexpr const char* op_name(BinaryOp op) {
-  switch (op) {
-#define LATHE_OP_NAME_(entry) \
-  case BinaryOp::entry: return op_table::entry::name;
-    LATHE_BINARY_OPS(LATHE_OP_NAME_)
-#undef LATHE_OP_NAME_
-  }
-  return "?";
-}
-
-constexpr OpDTypes op_dtypes(UnaryOp op) {
-  switch (op) {
-#define LATHE_OP_DTYPES_(entry) \
-  case UnaryOp::entry: return op_table::entry::dtypes;
-    LATHE_UNARY_OPS(LATHE_OP_DTYPES_)
-#undef LATHE_OP_DTYPES_
-  }
-  return OpDTypes::all;
-}
-
-constexpr OpDTypes op_dtypes(BinaryOp op) {
-  switch (op) {
-#define LATHE_OP_DTYPES_(entry) \
-  case BinaryOp::entry: return op_table::entry::dtypes;
-    LATHE_BINARY_OPS(LATHE_OP_DTYPES_)
-#undef LATHE_OP_DTYPES_
-  }
-  return OpDTypes::all;
-}
-
-// Whether a binary op writes bool (comparisons) rather than its operands' dtype.
-constexpr bool is_predicate(BinaryOp op) {
-  switch (op) {
-#define LATHE_OP_PREDICATE_(entry) \
-  case BinaryOp::entry: return op_table::entry::predicate;
-    LATHE_BINARY_OPS(LATHE_OP_PREDICATE_)
-#undef LATHE_OP_PREDICATE_
-  }
-  return false;
-}
+constexpr const OpFacts& op_facts(UnaryOp op) { return kUnaryOpFacts[static_cast<size_t>(op)]; }
+constexpr const OpFacts& op_facts(BinaryOp op) { return kBinaryOpFacts[static_cast<size_t>(op)]; }
+constexpr const char* op_name(UnaryOp op) { return op_facts(op).name; }
+constexpr const char* op_name(BinaryOp op) { return op_facts(op).name; }
+constexpr OpDTypes op_dtypes(UnaryOp op) { return op_facts(op).dtypes; }
+constexpr OpDTypes op_dtypes(BinaryOp op) { return op_facts(op).dtypes; }
+constexpr bool is_predicate(BinaryOp op) { return op_facts(op).predicate; }
 
 }  // namespace lathe
