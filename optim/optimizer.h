@@ -168,6 +168,8 @@ class TypedOptimizer : public Optimizer {
       : Optimizer(fused), name_(name), list_(list), defaults_(list.parse(name, defaults, list.defaults())) {}
 
   const O& options(size_t group) const { return typed_.at(group); }
+  // The optimizer's own options (the constructor's), which groups override.
+  const O& defaults() const { return defaults_; }
 
   nlohmann::json checked_options(const nlohmann::json& overrides) const override {
     return list_.to_json(list_.parse(name_, overrides, defaults_));

@@ -37,10 +37,9 @@ Prodigy::Prodigy(const std::vector<Tensor>& params, const nlohmann::json& option
 }
 
 void Prodigy::init_group_state(size_t g) {
-  const double d0 = options(g).d0;
-  d_.reset(g, d0);
-  d0_.reset(g, d0);
-  d_max_.reset(g, d0);
+  d_.reset(g, defaults().d0);
+  d_max_.reset(g, defaults().d0);
+  d0_.reset(g, options(g).d0);
   for (GroupScalar* zero : {&d_numerator_, &d_denom_, &d_hat_, &k_}) zero->reset(g, 0.0);
 }
 
@@ -115,6 +114,7 @@ void Prodigy::update() {
         p0_.set(i, any ? p_sliced.clone() : Tensor::zeros({}, p.dtype(), p.device()));
         if (beta1 > 0) exp_avg_.of(i);
         exp_avg_sq_.of(i);
+        step_.of(i);
       }
       if (group_lr > 0.0) {
         Tensor& s = *s_.find(i);
@@ -160,6 +160,7 @@ void Prodigy::update() {
       Tensor p = g.params[j];
       if (!participates(p)) continue;
       const int64_t i = g.indices[j];
+      step_.host(i) += 1;
       const Tensor& exp_avg_sq = *exp_avg_sq_.find(i);
       // The step size uses the old d (in dlr), the denominator the new d.
       const Tensor denom = add(sqrt(exp_avg_sq), d * eps);

@@ -10,7 +10,9 @@
 //
 // State. Per parameter (PyTorch keys): s and p0 (the parameter sliced every slice_p elements; p0
 // is a scalar 0 when the parameter was all zeros), exp_avg (when beta1 > 0), exp_avg_sq, all with
-// the parameter. Per group, in f64: d, d0, d_max, d_numerator, d_denom, d_hat, k. The host reads d
+// the parameter, and step (i64, on the host). Per group, in f64: d, d0, d_max, d_numerator,
+// d_denom, d_hat, k. As in the reference, every group's d and d_max start at the optimizer's own
+// d0 (the constructor's option), and a group's d0 (which defaults to it) only enters d / d0. The host reads d
 // every step (it scales each update), so these live on the host. lathe's Prodigy has only this
 // plain path (no fused or capturable step), so no other policy is declared.
 #pragma once
@@ -48,6 +50,9 @@ class Prodigy : public TypedOptimizer<ProdigyOptions> {
   ParamState<> p0_{*this, "p0", ParamShape::own};
   ParamState<> exp_avg_{*this, "exp_avg"};
   ParamState<> exp_avg_sq_{*this, "exp_avg_sq"};
+  // Steps this parameter took part in, as the reference's per-parameter int; read by nothing but
+  // checkpoints and reference cases, so it stays on the host.
+  ParamScalar<int64_t, Placement::host> step_{*this, "step"};
   using GroupScalar = HostScalar<double, StateScope::group>;
   GroupScalar d_{*this, "d"}, d0_{*this, "d0"}, d_max_{*this, "d_max"}, d_numerator_{*this, "d_numerator"},
       d_denom_{*this, "d_denom"}, d_hat_{*this, "d_hat"}, k_{*this, "k"};

@@ -60,8 +60,8 @@ def make_inputs(seed, zero_param=None):
     return params, grads
 
 
-def write_case(name, optimizer, groups, params, grads, final, state, result):
-    spec = {"kind": "optim", "optimizer": optimizer, "steps": STEPS, "groups": groups}
+def write_case(name, optimizer, groups, params, grads, final, state, result, extra=None):
+    spec = {"kind": "optim", "optimizer": optimizer, "steps": STEPS, "groups": groups, **(extra or {})}
     case = {f"param.{i}": p for i, p in enumerate(params)}
     case.update({f"grad.{t}.{i}": gr for (t, i), gr in grads.items()})
     save_file(case, os.path.join(HERE, f"optim_{name}.case.safetensors"), {"case": json.dumps(spec)})
@@ -70,7 +70,10 @@ def write_case(name, optimizer, groups, params, grads, final, state, result):
         for key, v in st.items():
             if v is None:
                 continue
-            exp[f"state.{i}.{key}"] = v if torch.is_tensor(v) else torch.tensor(float(v))
+            if torch.is_tensor(v):
+                exp[f"state.{i}.{key}"] = v
+            else:  # Prodigy's per-parameter step is a Python int
+                exp[f"state.{i}.{key}"] = torch.tensor(v, dtype=torch.int64 if isinstance(v, int) else torch.float32)
     save_file(exp, os.path.join(HERE, f"optim_{name}.expected.safetensors"), {"result": json.dumps(result)})
 
 
@@ -94,7 +97,8 @@ def torch_case(name, optimizer, cls, groups, seed):
                {"groups": [{} for _ in groups]})
 
 
-def prodigy_case(name, groups, seed, zero_param=None):
+def prodigy_case(name, groups, seed, zero_param=None, d0=None):
+    """d0: the optimizer's own d0 (written beside "groups" when given; 1e-6 otherwise)."""
     params, grads = make_inputs(seed, zero_param)
     work = [p.clone() for p in params]
     ref_groups = []
@@ -103,7 +107,7 @@ def prodigy_case(name, groups, seed, zero_param=None):
         if opts.get("growth_rate", 0) is None:
             opts["growth_rate"] = float("inf")
         ref_groups.append(dict(params=[work[i] for i in gr["params"]], **opts))
-    opt = ProdigyReference(ref_groups)
+    opt = ProdigyReference(ref_groups) if d0 is None else ProdigyReference(ref_groups, d0=d0)
     for t in range(STEPS):
         opt.step([[grads.get((t, i)) for i in gr["params"]] for gr in groups])
     state = {}
@@ -111,7 +115,8 @@ def prodigy_case(name, groups, seed, zero_param=None):
         if id(p) in opt.state:
             state[i] = dict(opt.state[id(p)])
     write_case(name, "prodigy", groups, params, grads, work, state,
-               {"groups": [opt.group_scalars(g) for g in range(len(groups))]})
+               {"groups": [opt.group_scalars(g) for g in range(len(groups))]},
+               None if d0 is None else {"d0": d0})
 
 
 def train_case():
@@ -188,6 +193,11 @@ def main():
         {"params": [0, 2], "betas": [0.0, 0.99], "lr": 0.5},
         {"params": [1, 3, 4, 5], "lr": 0.0, "weight_decay": 0.1},
     ], seed=6)
+    # A d0 per group: d and d_max still start at the optimizer's d0; a group's d0 only scales d / d0.
+    prodigy_case("prodigy_group_d0", [
+        {"params": [0, 1, 2], "d0": 1e-5},
+        {"params": [3, 4, 5], "d0": 1e-4},
+    ], seed=7)
 
 
 if __name__ == "__main__":

@@ -17,14 +17,16 @@ DEFAULTS = dict(lr=1.0, betas=(0.9, 0.999), beta3=None, eps=1e-8, weight_decay=0
 
 
 class ProdigyReference:
-    def __init__(self, groups):
-        """groups: list of dicts with "params" (list of tensors, updated in place) and options."""
+    def __init__(self, groups, d0=DEFAULTS["d0"]):
+        """groups: list of dicts with "params" (list of tensors, updated in place) and options;
+        d0: the optimizer's own d0 (the constructor argument). As in prodigyopt, every group's d and
+        d_max start at it, and a group's own d0 (which defaults to it) only enters the ratio d / d0."""
         self.groups = []
         for g in groups:
-            full = dict(DEFAULTS)
+            full = dict(DEFAULTS, d0=d0)
             full.update({k: v for k, v in g.items() if k != "params"})
             full["params"] = g["params"]
-            full.update(d=full["d0"], d_max=full["d0"], d_numerator=0.0, d_denom=0.0, d_hat=0.0, k=0)
+            full.update(d=d0, d_max=d0, d_numerator=0.0, d_denom=0.0, d_hat=0.0, k=0)
             self.groups.append(full)
         self.state = {}  # id(param) -> dict
 
@@ -62,6 +64,7 @@ class ProdigyReference:
                 used[gi][j] = grad
                 state = self.state.setdefault(id(p), {})
                 if "exp_avg_sq" not in state:
+                    state["step"] = 0
                     state["s"] = torch.zeros_like(p.flatten()[::slice_p])
                     if p.any():
                         state["p0"] = p.flatten()[::slice_p].clone()
@@ -101,6 +104,7 @@ class ProdigyReference:
                 if grad is None:
                     continue
                 state = self.state[id(p)]
+                state["step"] += 1
                 denom = state["exp_avg_sq"].sqrt().add_(d * eps)
                 if decay != 0 and decouple:
                     p.add_(p, alpha=-decay * dlr)
