@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "serialize/checksum.h"
+#include "serialize/json_document.h"
 
 namespace lathe::serialize {
 
@@ -89,7 +90,16 @@ void save_training_state(const std::string& path, const TrainingStateRef& s) {
 bool TrainingCheckpoint::is_checkpoint(const Metadata& metadata) {
   auto it = metadata.find(kLatheMetadataKey);
   if (it == metadata.end()) return false;
-  const json doc = json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  // Not JSON at all: someone else's metadata under the same key.
+  if (!json::accept(it->second)) return false;
+  json doc;
+  try {
+    doc = parse_json_document(it->second, kLatheMetadataKey);
+  } catch (const Error&) {
+    // JSON nested past the bound: from_file reports it, naming the file, rather than the file
+    // being taken for plain weights and failing for a reason that misleads.
+    return true;
+  }
   return doc.is_object() && doc.value("kind", json()) == kCheckpointKind;
 }
 
@@ -104,9 +114,9 @@ TrainingCheckpoint TrainingCheckpoint::from_file(SafetensorsFile file) {
   auto it = c.file_.metadata.find(kLatheMetadataKey);
   LATHE_CHECK(it != c.file_.metadata.end(), path, ": not a lathe training checkpoint (no \"", kLatheMetadataKey,
               "\" document in its metadata)");
-  const json doc = json::parse(it->second, nullptr, /*allow_exceptions=*/false);
-  LATHE_CHECK(!doc.is_discarded() && doc.is_object(), path, ": metadata \"", kLatheMetadataKey,
-              "\" is not a JSON object");
+  const std::string what = path + ": metadata \"" + kLatheMetadataKey + "\"";
+  const json doc = parse_json_document(it->second, what);
+  LATHE_CHECK(doc.is_object(), what, " is not a JSON object");
   c.doc_ = checkpoint_document_from_json(doc, path);
   c.step_ = c.doc_.step;
   for (const ParameterRecord& p : c.doc_.parameters)

@@ -180,3 +180,84 @@ TEST_CASE("io hardening: a corpus of 70,000 files opens and reads (no mapping pe
   MESSAGE("opened and read ", kFiles, " files in ", seconds_since(t0), " s");
 }
 
+TEST_CASE("io hardening: a train case refuses steps beyond its inputs at once, naming the field") {
+  TempDir d("ref_train");
+  for (int64_t steps : {int64_t(5), int64_t(1) << 40, std::numeric_limits<int64_t>::max()}) {
+    const std::string path = edited_case(d, "train_tiny.case.safetensors", [&](nlohmann::json& s) { s["steps"] = steps; });
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string err = ref_error(path);
+    CHECK(seconds_since(t0) < 5.0);
+    CHECK(err.find("\"steps\" is " + std::to_string(steps)) != std::string::npos);
+    CHECK(err.find("idx.4") != std::string::npos);
+  }
+}
+
+TEST_CASE("io hardening: an optim case refuses steps past the documented limit") {
+  TempDir d("ref_optim");
+  const std::string path = edited_case(d, "optim_adam.case.safetensors", [](nlohmann::json& s) { s["steps"] = int64_t(1) << 50; });
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string err = ref_error(path);
+  CHECK(seconds_since(t0) < 5.0);
+  CHECK(err.find("\"steps\"") != std::string::npos);
+  CHECK(err.find("100000") != std::string::npos);
+}
+
+TEST_CASE("io hardening: a case config bigger than the case's tensors is refused before building it") {
+  TempDir d("ref_config");
+  const std::string layers = edited_case(d, "gpt_tiny.case.safetensors",
+                                         [](nlohmann::json& s) { s["config"]["n_layer"] = 1000000000; });
+  CHECK(ref_error(layers).find("n_layer 1000000000") != std::string::npos);
+  const std::string wide = edited_case(d, "gpt_tiny.case.safetensors", [](nlohmann::json& s) {
+    s["config"]["n_embd"] = int64_t(1) << 40;
+    s["config"]["n_head"] = 1;
+  });
+  CHECK(ref_error(wide).find("\"transformer.wte.weight\": expected") != std::string::npos);
+}
+
+TEST_CASE("io hardening: JSON nested past the bound in a case, a checkpoint or any metadata is one error") {
+  TempDir d("deep");
+  const std::string deep = nested_arrays(20000);
+  // A case document.
+  serialize::SafetensorsFile c = serialize::read_safetensors(kGolden + "/optim_adam.case.safetensors");
+  const std::string case_path = d.file("deep.case.safetensors");
+  serialize::write_safetensors(case_path, c.tensors, serialize::Metadata{{"case", deep}});
+  CHECK(ref_error(case_path).find("nested deeper") != std::string::npos);
+  // A "lathe" document: taken for a checkpoint so that reading it names the fault.
+  const serialize::Metadata lathe_meta{{serialize::kLatheMetadataKey, deep}};
+  CHECK(serialize::TrainingCheckpoint::is_checkpoint(lathe_meta));
+  const std::string ckpt = d.file("deep.ckpt.safetensors");
+  serialize::write_safetensors(ckpt, c.tensors, lathe_meta);
+  CHECK(error_of([&] { serialize::TrainingCheckpoint::read(ckpt); }).find("nested deeper") != std::string::npos);
+  // Not JSON at all is still someone else's metadata.
+  CHECK_FALSE(serialize::TrainingCheckpoint::is_checkpoint(serialize::Metadata{{serialize::kLatheMetadataKey, "[[[ not json"}}));
+  // The CLI: one line, exit 1, for inspect and sample.
+  const std::string other = d.file("deep.other.safetensors");
+  serialize::write_safetensors(other, c.tensors, serialize::Metadata{{"note", deep}});
+  for (const std::string& args : {"inspect '" + other + "'", "inspect '" + ckpt + "'", "sample --checkpoint '" + ckpt + "'"}) {
+    INFO(args);
+    const testing::Run r = testing::run_lathe(args);
+    CHECK(r.code == 1);
+    CHECK(r.output.rfind("lathe: ", 0) == 0);
+    CHECK(r.output.find("nested deeper") != std::string::npos);
+    CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+  }
+}
+
+TEST_CASE("io hardening: the deep-nesting fuzz seeds are refused with lathe::Error, as the fuzz target expects") {
+  for (const char* seed : {"deep_metadata_arrays.safetensors", "deep_metadata_objects.safetensors"}) {
+    INFO(seed);
+    std::ifstream in(kGolden + "/../fuzz/corpus/" + seed, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    REQUIRE(bytes.size() > 8);
+    REQUIRE(bytes.size() <= 65536);  // tools/run_fuzzer.sh's -max_len
+    // The steps of tests/fuzz/fuzz_safetensors.cpp.
+    const std::string err = error_of([&] {
+      serialize::SafetensorsFile f =
+          serialize::parse_safetensors(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), seed);
+      serialize::verify_checksums(f);
+      if (serialize::TrainingCheckpoint::is_checkpoint(f.metadata)) serialize::TrainingCheckpoint::from_file(std::move(f));
+    });
+    CHECK(err.find("nested deeper") != std::string::npos);
+  }
+}
+
