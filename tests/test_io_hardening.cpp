@@ -243,6 +243,29 @@ TEST_CASE("io hardening: JSON nested past the bound in a case, a checkpoint or a
   }
 }
 
+TEST_CASE("io hardening: commands whose standard output cannot be written exit 1 and say so") {
+  TempDir d("full");
+  nn::GPTConfig cfg;
+  cfg.vocab_size = 256;
+  cfg.block_size = 8;
+  cfg.n_layer = 1;
+  cfg.n_head = 1;
+  cfg.n_embd = 8;
+  const std::string weights = d.file("w.safetensors");
+  app::save_weights(weights, nn::GPT(cfg, /*seed=*/0));
+  for (const std::string& args : {std::string("info"), std::string("info --json"), std::string("--help"),
+                                  "inspect '" + weights + "'", "sample --tokens 4 --checkpoint '" + weights + "'",
+                                  std::string("bench --config tiny --steps 1 --warmup 0 --batch 1 --json")}) {
+    INFO(args);
+    const Result r = run_to_dev_full(args);
+    CHECK(r.code == 1);
+    CHECK(r.stderr_text.rfind("lathe: cannot write to standard output: ", 0) == 0);
+    CHECK(std::count(r.stderr_text.begin(), r.stderr_text.end(), '\n') == 1);
+  }
+  // The same commands on a writable stdout still succeed.
+  CHECK(testing::run_lathe("info").code == 0);
+}
+
 TEST_CASE("io hardening: the deep-nesting fuzz seeds are refused with lathe::Error, as the fuzz target expects") {
   for (const char* seed : {"deep_metadata_arrays.safetensors", "deep_metadata_objects.safetensors"}) {
     INFO(seed);
@@ -260,4 +283,3 @@ TEST_CASE("io hardening: the deep-nesting fuzz seeds are refused with lathe::Err
     CHECK(err.find("nested deeper") != std::string::npos);
   }
 }
-
