@@ -159,6 +159,10 @@ class Inputs:
             "dev_null": "/dev/null",
             "dev_urandom": "/dev/urandom",
         }
+        # JSON nested 20,000 deep in a metadata string: the checkpoint document, and a weights config.
+        deep = "[" * 20000 + "]" * 20000
+        files["deep_lathe"] = self.write("bad/deep_lathe", safetensors_bytes([("x", "F32", [1], b"\0" * 4)], {"lathe": deep}))
+        files["deep_config"] = self.write("bad/deep_config", safetensors_bytes([("x", "F32", [1], b"\0" * 4)], {"config": deep}))
         os.makedirs(files["directory"], exist_ok=True)
         os.mkfifo(files["fifo"])
         os.symlink(self.path("bad/loop_b"), files["symlink_loop"])
@@ -204,7 +208,7 @@ def file_cases(inp):
         cases.append(Case(f"train.resume.{bad}", ["train", "--resume", path, "--steps", "3", "--quiet"]))
         cases.append(Case(f"train.config.{bad}", ["train", "--data", inp.corpus, "--config", path] + run("c" + bad)))
         cases.append(Case(f"bench.config.{bad}", ["bench", "--config", path, "--steps", "1", "--warmup", "0"]))
-        if bad not in ("text",):  # a text file is a fine corpus
+        if bad not in ("text", "deep_lathe", "deep_config"):  # any regular file's bytes are a fine corpus
             cases.append(Case(f"train.data.{bad}", ["train", "--data", path, "--config", inp.tiny] + run("d" + bad)))
     # Files of the wrong kind: valid, but not what the command reads.
     cases.append(Case("sample.checkpoint.ref_case", ["sample", "--checkpoint", os.path.join(GOLDEN, "optim_sgd.case.safetensors")]))

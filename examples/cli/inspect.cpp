@@ -275,7 +275,7 @@ void add_inspect_command(CLI::App& app) {
   auto path = std::make_shared<std::string>();
   cmd->add_option("FILE", *path, "a safetensors file (weights, checkpoint, reference case)")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(reachable_path());
   cmd->callback([path] { inspect(*path, std::cout); });
 }
 

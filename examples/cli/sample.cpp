@@ -44,6 +44,9 @@ void run_sample(const SampleOptions& o) {
   } catch (const Error& e) {
     throw UsageError(std::string("--device: ") + e.what());
   }
+  // A runtime error (exit 1) naming the reason: a loop of symbolic links is not a missing file.
+  struct stat st {};
+  LATHE_CHECK(::stat(o.checkpoint.c_str(), &st) == 0, o.checkpoint, ": ", std::strerror(errno));
   app::LoadedModel loaded = app::load_weights(o.checkpoint, device);
   const app::ByteTokenizer tok;
   // An empty prompt starts from a newline, as nanoGPT's sample.py does.
