@@ -90,7 +90,16 @@ void save_training_state(const std::string& path, const TrainingStateRef& s) {
 bool TrainingCheckpoint::is_checkpoint(const Metadata& metadata) {
   auto it = metadata.find(kLatheMetadataKey);
   if (it == metadata.end()) return false;
-  const json doc = json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  // Not JSON at all: someone else's metadata under the same key.
+  if (!json::accept(it->second)) return false;
+  json doc;
+  try {
+    doc = parse_json_document(it->second, kLatheMetadataKey);
+  } catch (const Error&) {
+    // JSON nested past the bound: from_file reports it, naming the file, rather than the file
+    // being taken for plain weights and failing for a reason that misleads.
+    return true;
+  }
   return doc.is_object() && doc.value("kind", json()) == kCheckpointKind;
 }
 

@@ -1,4 +1,4 @@
-// Training data for a byte-level language model: a corpus of text files read through memory maps,
+// Training data for a byte-level language model: a corpus of text files read on demand with pread,
 // split into train and validation bytes, and random windows drawn from a lathe::Generator.
 //
 // The corpus is one file, or every text file under a directory (recursively, sorted by path,
@@ -10,12 +10,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/random.h"
 #include "core/tensor.h"
-#include "train/mapped_file.h"
+#include "train/corpus_file.h"
 
 namespace lathe::app {
 
@@ -23,23 +24,27 @@ namespace lathe::app {
 class TextCorpus {
  public:
   // A directory contributes its regular files (following links, each file once), skipping hidden
-  // entries and files that look binary (a NUL byte in their first 8 KiB, e.g. the .dat indexes of
-  // the fortunes package). Throws lathe::Error naming the path when it does not exist or holds no
-  // text.
+  // entries, other kinds of file (FIFOs, devices, sockets) and files that look binary (a NUL byte
+  // in their first 8 KiB, e.g. the .dat indexes of the fortunes package). Throws lathe::Error
+  // naming the path when it does not exist, cannot be opened (a loop of links, no permission), is
+  // neither a regular file nor a directory (a FIFO, a device), or holds no text. Any number of
+  // files is fine: none stays mapped, and at most OpenFiles::kCapacity stay open.
   static TextCorpus open(const std::string& path);
 
   const std::string& path() const { return path_; }
   size_t size() const { return size_; }
   size_t file_count() const { return files_.size(); }
-  const std::string& file_path(size_t i) const { return files_[i].path(); }
+  const std::string& file_path(size_t i) const { return files_[i].path; }
   // Copies bytes [begin, begin + n) of the concatenation (which may span files) into `out`.
+  // Throws lathe::Error naming the file when one shrank or was replaced since open().
   void read(size_t begin, size_t n, uint8_t* out) const;
   // The whole [begin, begin + n) as a string (for samples and tests; not for the whole corpus).
   std::string text(size_t begin, size_t n) const;
 
  private:
   std::string path_;
-  std::vector<MappedFile> files_;
+  std::vector<CorpusFile> files_;
+  std::unique_ptr<OpenFiles> open_files_;  // behind a pointer: the corpus moves, its lock must not
   std::vector<size_t> starts_;  // starts_[i]: offset of files_[i] in the concatenation
   size_t size_ = 0;
 };

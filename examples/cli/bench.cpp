@@ -26,11 +26,23 @@ struct BenchOptions {
   bool json = false;
 };
 
+// A benchmark times a few steps; counts far past these are typing mistakes that would run for days
+// (steps) or allocate activations no machine holds (batch), not measurements.
+constexpr int64_t kMaxBenchSteps = 100000;
+constexpr int64_t kMaxBenchBatch = 4096;
+constexpr int kMaxBenchThreads = 1024;
+
+void check_range(const char* flag, int64_t v, int64_t lo, int64_t hi) {
+  if (v < lo || v > hi)
+    throw UsageError(std::string(flag) + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                     std::to_string(v));
+}
+
 void run_bench(const BenchOptions& o) {
-  if (o.steps < 1) throw UsageError("--steps must be positive, got " + std::to_string(o.steps));
-  if (o.warmup < 0) throw UsageError("--warmup must be >= 0, got " + std::to_string(o.warmup));
-  if (o.batch < 0) throw UsageError("--batch must be positive, got " + std::to_string(o.batch));
-  if (o.threads < 0) throw UsageError("--threads must be >= 0, got " + std::to_string(o.threads));
+  check_range("--steps", o.steps, 1, kMaxBenchSteps);
+  check_range("--warmup", o.warmup, 0, kMaxBenchSteps);
+  check_range("--batch", o.batch, 0, kMaxBenchBatch);
+  check_range("--threads", o.threads, 0, kMaxBenchThreads);
   app::ModelChoice choice;
   Device device;
   try {
@@ -95,11 +107,11 @@ void add_bench_command(CLI::App& app) {
       "Compare with: python3 tools/torch_gpt_reference.py bench CONFIG THREADS");
   auto o = std::make_shared<BenchOptions>();
   cmd->add_option("--config", o->config, "model preset (tiny, small, char, gpt2) or a JSON file")->capture_default_str();
-  cmd->add_option("--steps", o->steps, "timed steps")->capture_default_str();
-  cmd->add_option("--warmup", o->warmup, "untimed steps first")->capture_default_str();
+  cmd->add_option("--steps", o->steps, "timed steps (at most 100000)")->capture_default_str();
+  cmd->add_option("--warmup", o->warmup, "untimed steps first (at most 100000)")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu, sim or cuda[:N]")->capture_default_str();
-  cmd->add_option("--batch", o->batch, "sequences per step (default: the preset's: tiny 8, small 16, char 8, gpt2 4)");
-  cmd->add_option("--threads", o->threads, "CPU threads (default: OMP_NUM_THREADS or all processors)");
+  cmd->add_option("--batch", o->batch, "sequences per step, at most 4096 (default: the preset's: tiny 8, small 16, char 8, gpt2 4)");
+  cmd->add_option("--threads", o->threads, "CPU threads, at most 1024 (default: OMP_NUM_THREADS or all processors)");
   cmd->add_flag("--json", o->json, "print one JSON line");
   cmd->callback([o] { run_bench(*o); });
 }

@@ -5,7 +5,11 @@
 // or value). A command reports a usage error by throwing UsageError.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -20,6 +24,19 @@ namespace lathe::cli {
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// A check for an input file option: the path names something stat(2) can reach. Unlike
+// CLI::ExistingFile, which calls every failure "File does not exist", it gives the reason (a loop
+// of symbolic links, no permission); what the file is, the reader checks when it opens it.
+inline CLI::Validator reachable_path() {
+  return CLI::Validator(
+      [](std::string& path) -> std::string {
+        struct stat st {};
+        if (::stat(path.c_str(), &st) == 0) return "";
+        return path + ": " + std::strerror(errno);
+      },
+      "FILE");
+}
 
 void add_info_command(CLI::App& app);
 void add_ref_command(CLI::App& app);

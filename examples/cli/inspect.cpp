@@ -15,6 +15,7 @@
 #include "examples/cli/commands.h"
 #include "serialize/checkpoint.h"
 #include "serialize/checksum.h"
+#include "serialize/json_document.h"
 
 namespace lathe::cli {
 
@@ -23,9 +24,11 @@ namespace {
 using nlohmann::json;
 
 // JSON text of a metadata value, or null when it is not JSON (then it is printed as a string).
-json parse_or_null(const std::string& s) {
-  json j = json::parse(s, nullptr, /*allow_exceptions=*/false);
-  return j.is_discarded() ? json() : j;
+// JSON nested past serialize::kMaxJsonNesting is an error naming the file and key: printing it
+// would recurse once per level.
+json parse_or_null(const std::string& s, const std::string& path, const std::string& key) {
+  if (!json::accept(s)) return json();  // accept() does not build the value, so depth costs nothing
+  return serialize::parse_json_document(s, path + ": metadata \"" + key + "\"");
 }
 
 std::string compact(const json& j) { return j.is_string() ? j.get<std::string>() : j.dump(); }
@@ -178,6 +181,11 @@ uint64_t header_bytes(const std::string& path) {
 
 void inspect(const std::string& path, std::ostream& os) {
   serialize::SafetensorsFile file = serialize::read_safetensors(path);
+  // Every metadata value is parsed before anything is printed, so that a value that cannot be
+  // shown (JSON nested too deep) is the only line of output, an error.
+  std::map<std::string, json> parsed;
+  for (const auto& [k, v] : file.metadata) parsed[k] = parse_or_null(v, path, k);
+  const std::map<std::string, std::string> recorded = serialize::recorded_checksums(file.metadata, path);
   uint64_t data_bytes = 0;
   for (const auto& [name, t] : file.tensors) data_bytes += t.nbytes();
   os << path << ": safetensors, header " << header_bytes(path) << " bytes, " << file.tensors.size() << " tensor"
@@ -186,8 +194,7 @@ void inspect(const std::string& path, std::ostream& os) {
 
   // Metadata: the lathe document first, then the other keys.
   json lathe_doc;
-  auto lathe_it = file.metadata.find(serialize::kLatheMetadataKey);
-  if (lathe_it != file.metadata.end()) lathe_doc = parse_or_null(lathe_it->second);
+  if (parsed.count(serialize::kLatheMetadataKey)) lathe_doc = parsed[serialize::kLatheMetadataKey];
   // A checkpoint's document is read as the checkpoint reader reads it; one that does not read
   // (damaged, or another version) is still shown, generically.
   std::optional<serialize::CheckpointDocument> ckpt_doc;
@@ -202,13 +209,12 @@ void inspect(const std::string& path, std::ostream& os) {
   else if (lathe_doc.is_object()) print_lathe_document(os, lathe_doc);
   for (const auto& [k, v] : file.metadata) {
     if (k == serialize::kLatheMetadataKey && lathe_doc.is_object()) continue;
-    json j = parse_or_null(v);
+    const json& j = parsed[k];
     if (j.is_structured()) print_json(os, k, j, 2);
     else os << "  " << k << ": " << v << "\n";
   }
 
   // Tensors, with policy and checksum where the lathe document records them.
-  std::map<std::string, std::string> recorded = serialize::recorded_checksums(file.metadata, path);
   const json* per_tensor = lathe_doc.is_object() && lathe_doc.contains("tensors") && lathe_doc["tensors"].is_object()
                                ? &lathe_doc["tensors"] : nullptr;
   size_t name_w = 4, shape_w = 5;
@@ -269,7 +275,7 @@ void add_inspect_command(CLI::App& app) {
   auto path = std::make_shared<std::string>();
   cmd->add_option("FILE", *path, "a safetensors file (weights, checkpoint, reference case)")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(reachable_path());
   cmd->callback([path] { inspect(*path, std::cout); });
 }
 

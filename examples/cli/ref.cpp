@@ -21,7 +21,7 @@ void add_ref_command(CLI::App& app) {
   auto case_path = std::make_shared<std::string>();
   auto out_path = std::make_shared<std::string>();
   auto device = std::make_shared<std::string>("cpu");
-  cmd->add_option("CASE", *case_path, "the case, a safetensors file")->required()->check(CLI::ExistingFile);
+  cmd->add_option("CASE", *case_path, "the case, a safetensors file")->required()->check(reachable_path());
   cmd->add_option("OUT", *out_path, "where to write the result (safetensors)")->required();
   cmd->add_option("--device", *device, "cpu, sim or cuda[:N]");
   cmd->callback([=] { run_ref(*case_path, *out_path, *device); });

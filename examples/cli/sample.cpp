@@ -1,8 +1,10 @@
 // lathe sample --checkpoint FILE: text from a trained model. The model is rebuilt from the config
 // stored in the file's metadata (lathe train writes it), the prompt is encoded as bytes, and the
 // continuation is printed raw (bytes, as the model was trained on).
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "core/ops.h"
 #include "examples/cli/commands.h"
@@ -24,18 +26,27 @@ struct SampleOptions {
   int64_t samples = 1;
 };
 
+// Past these a request is a typing mistake that would generate for days, not a sample.
+constexpr int64_t kMaxTokens = 1000000;
+constexpr int64_t kMaxSamples = 100000;
+
 void run_sample(const SampleOptions& o) {
-  if (o.tokens < 0) throw UsageError("--tokens must be >= 0, got " + std::to_string(o.tokens));
+  if (o.tokens < 0 || o.tokens > kMaxTokens)
+    throw UsageError("--tokens must be in [0, " + std::to_string(kMaxTokens) + "], got " + std::to_string(o.tokens));
   if (!(std::isfinite(o.temperature) && o.temperature >= 0))
     throw UsageError("--temperature must be >= 0 (0: greedy), got " + std::to_string(o.temperature));
   if (o.top_k < 0) throw UsageError("--top-k must be >= 0 (0: no limit), got " + std::to_string(o.top_k));
-  if (o.samples < 1) throw UsageError("--samples must be positive, got " + std::to_string(o.samples));
+  if (o.samples < 1 || o.samples > kMaxSamples)
+    throw UsageError("--samples must be in [1, " + std::to_string(kMaxSamples) + "], got " + std::to_string(o.samples));
   Device device;
   try {
     device = Device::parse(o.device);
   } catch (const Error& e) {
     throw UsageError(std::string("--device: ") + e.what());
   }
+  // A runtime error (exit 1) naming the reason: a loop of symbolic links is not a missing file.
+  struct stat st {};
+  LATHE_CHECK(::stat(o.checkpoint.c_str(), &st) == 0, o.checkpoint, ": ", std::strerror(errno));
   app::LoadedModel loaded = app::load_weights(o.checkpoint, device);
   const app::ByteTokenizer tok;
   // An empty prompt starts from a newline, as nanoGPT's sample.py does.
@@ -50,6 +61,9 @@ void run_sample(const SampleOptions& o) {
     const std::string text = tok.decode(ids);
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fputs(o.samples > 1 ? "\n---------------\n" : "\n", stdout);
+    // Each sample goes out as soon as it exists; when it cannot, the next ones are not worth the time.
+    LATHE_CHECK(std::fflush(stdout) == 0 && !std::ferror(stdout), "cannot write to standard output: ",
+                std::strerror(errno));
   }
 }
 
@@ -60,12 +74,12 @@ void add_sample_command(CLI::App& app) {
   auto o = std::make_shared<SampleOptions>();
   cmd->add_option("--checkpoint", o->checkpoint, "model.safetensors or a training checkpoint (ckpt-<step>.safetensors) from lathe train")->required();
   cmd->add_option("--prompt", o->prompt, "text to continue (default: a newline)");
-  cmd->add_option("--tokens", o->tokens, "bytes to generate")->capture_default_str();
+  cmd->add_option("--tokens", o->tokens, "bytes to generate (at most 1000000)")->capture_default_str();
   cmd->add_option("--temperature", o->temperature, "softmax temperature; 0 takes the most likely byte")
       ->capture_default_str();
   cmd->add_option("--top-k", o->top_k, "sample among the k most likely bytes; 0: all")->capture_default_str();
   cmd->add_option("--seed", o->seed, "random seed of the sampler")->capture_default_str();
-  cmd->add_option("--samples", o->samples, "number of independent samples")->capture_default_str();
+  cmd->add_option("--samples", o->samples, "number of independent samples (at most 100000)")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu, sim or cuda[:N]")->capture_default_str();
   cmd->callback([o] { run_sample(*o); });
 }

@@ -6,6 +6,31 @@
 
 namespace lathe::app {
 
+namespace {
+
+void expect_tensor(const serialize::SafetensorsFile& c, const std::string& name, const Shape& shape,
+                   const std::string& K) {
+  const Tensor* t = c.find(name);
+  LATHE_CHECK(t != nullptr, K, "missing parameter tensor \"", name, "\"");
+  LATHE_CHECK(t->shape() == shape, K, "\"", name, "\": expected ", shape_str(shape), ", got ", shape_str(t->shape()));
+}
+
+// Before the model is built: the case holds the embeddings and every layer's attention weight the
+// config implies. A document asking for a model far larger than the case's tensors would
+// otherwise allocate and initialise it first, for minutes or until memory runs out. The check
+// runs in the order that keeps it cheap: the layer count is bounded by the tensor count, and
+// n_embd by the embedding the case holds (so 3 * n_embd cannot overflow).
+void check_case_holds_config(const serialize::SafetensorsFile& c, const nn::GPTConfig& g, const std::string& K) {
+  LATHE_CHECK(g.n_layer <= int64_t(c.tensors.size()), K, "\"config\" has n_layer ", g.n_layer,
+              " but the case holds only ", c.tensors.size(), " tensors");
+  expect_tensor(c, "transformer.wte.weight", {g.vocab_size, g.n_embd}, K);
+  expect_tensor(c, "transformer.wpe.weight", {g.block_size, g.n_embd}, K);
+  for (int64_t i = 0; i < g.n_layer; ++i)
+    expect_tensor(c, "transformer.h." + std::to_string(i) + ".attn.c_attn.weight", {3 * g.n_embd, g.n_embd}, K);
+}
+
+}  // namespace
+
 std::unique_ptr<nn::GPT> case_gpt(const serialize::SafetensorsFile& c, const nlohmann::json& spec, Device device,
                                   const std::string& kind, const std::function<bool(const std::string&)>& is_input,
                                   const std::string& inputs) {
@@ -13,6 +38,7 @@ std::unique_ptr<nn::GPT> case_gpt(const serialize::SafetensorsFile& c, const nlo
   LATHE_CHECK(spec.contains("config"), K, "the case document has no \"config\"");
   nn::GPTConfig config = nn::GPTConfig::from_json(spec["config"]);
   config.dropout = 0.0;
+  check_case_holds_config(c, config, K);
   auto model = std::make_unique<nn::GPT>(config, /*seed=*/0, device);
 
   // Every parameter under its nanoGPT name; lm_head.weight may repeat wte (load_state_dict checks

@@ -1,6 +1,7 @@
 #include "train/ref/case_registry.h"
 
 #include "core/error.h"
+#include "serialize/json_document.h"
 #include "train/ref/kinds.h"
 
 namespace lathe::app {
@@ -31,12 +32,7 @@ RefOutput run_reference_case(const serialize::SafetensorsFile& c, Device device)
   const std::string& case_path = c.path;
   auto it = c.metadata.find("case");
   LATHE_CHECK(it != c.metadata.end(), case_path, ": no \"case\" key in __metadata__");
-  nlohmann::json spec;
-  try {
-    spec = nlohmann::json::parse(it->second);
-  } catch (const nlohmann::json::exception& e) {
-    LATHE_FAIL(case_path, ": metadata \"case\" is not valid JSON: ", e.what());
-  }
+  const nlohmann::json spec = serialize::parse_json_document(it->second, case_path + ": metadata \"case\"");
   LATHE_CHECK(spec.is_object() && spec.contains("kind") && spec["kind"].is_string(), case_path,
               ": the case document needs a string \"kind\"");
   const std::string kind = spec["kind"];

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "optim/prodigy.h"
+#include "serialize/json_document.h"
 #include "train/optimizer_registry.h"
 #include "train/ref/kinds.h"
 
@@ -24,6 +25,10 @@ int64_t parse_index(const std::string& s) {
   return std::stoll(s);
 }
 
+// Steps without gradients are legitimate (PyTorch skips a parameter without a gradient) and
+// cheap, but a document could ask for billions of them; no reference needs more than this.
+constexpr int64_t kMaxOptimSteps = 100000;
+
 }  // namespace
 
 RefOutput run_optim_case(const serialize::SafetensorsFile& c, const nlohmann::json& spec, Device device) {
@@ -36,6 +41,8 @@ RefOutput run_optim_case(const serialize::SafetensorsFile& c, const nlohmann::js
               "the case document needs \"groups\" (a non-empty list)");
   const bool fused = spec.value("fused", false);
   const int64_t steps = spec["steps"].get<int64_t>();
+  LATHE_CHECK(steps <= kMaxOptimSteps, K, "\"steps\" is ", steps, ", more than the limit of ", kMaxOptimSteps,
+              " steps of an optim case");
 
   // Parameters and gradients by index; every other tensor name is an error.
   std::map<int64_t, Tensor> params;
@@ -87,7 +94,7 @@ RefOutput run_optim_case(const serialize::SafetensorsFile& c, const nlohmann::js
                 " needs \"params\" (a list of parameter indices)");
     std::vector<Tensor> ps;
     for (const auto& v : g["params"]) {
-      LATHE_CHECK(v.is_number_integer(), K, "group ", gi, " lists ", v.dump(), " which is not a parameter index");
+      LATHE_CHECK(v.is_number_integer(), K, "group ", gi, " lists ", serialize::quote_json(v), " which is not a parameter index");
       const int64_t i = v.get<int64_t>();
       LATHE_CHECK(i >= 0 && i < n, K, "group ", gi, " names parameter ", i, " which does not exist (", n,
                   " parameters)");

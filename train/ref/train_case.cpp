@@ -43,6 +43,40 @@ std::unique_ptr<optim::Optimizer> case_optimizer(const nlohmann::json& spec, con
   return opt;
 }
 
+// t for "<prefix><t>" written the way the case format writes it (decimal, no sign, no leading
+// zero); -1 for any other name.
+int64_t step_of(const std::string& name, const std::string& prefix) {
+  if (name.size() <= prefix.size() || name.size() > prefix.size() + 18 || name.rfind(prefix, 0) != 0) return -1;
+  const std::string digits = name.substr(prefix.size());
+  if (digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+  const int64_t t = std::stoll(digits);
+  return std::to_string(t) == digits ? t : -1;
+}
+
+bool is_step_input(const std::string& name, int64_t steps) {
+  for (const char* prefix : {"idx.", "targets."}) {
+    const int64_t t = step_of(name, prefix);
+    if (t >= 0 && t < steps) return true;
+  }
+  return false;
+}
+
+bool has_step_inputs(const serialize::SafetensorsFile& c, int64_t t) {
+  return c.find("idx." + std::to_string(t)) && c.find("targets." + std::to_string(t));
+}
+
+// How many steps, from 0 on, have both idx.<t> and targets.<t>; never more than the tensors.
+int64_t steps_provided(const serialize::SafetensorsFile& c) {
+  int64_t t = 0;
+  while (has_step_inputs(c, t)) ++t;
+  return t;
+}
+
+std::string first_missing_input(const serialize::SafetensorsFile& c, int64_t t) {
+  const std::string idx = "idx." + std::to_string(t);
+  return c.find(idx) ? "targets." + std::to_string(t) : idx;
+}
+
 }  // namespace
 
 RefOutput run_train_case(const serialize::SafetensorsFile& c, const nlohmann::json& spec, Device device) {
@@ -50,15 +84,14 @@ RefOutput run_train_case(const serialize::SafetensorsFile& c, const nlohmann::js
               "the case document needs \"steps\" (an integer >= 1)");
   LATHE_CHECK(spec.contains("optimizer"), K, "the case document has no \"optimizer\"");
   const int64_t steps = spec["steps"].get<int64_t>();
+  // Every step reads its own inputs, so the case's tensors bound the steps: refused at once, not
+  // after a loop over a count the document made up.
+  const int64_t provided = steps_provided(c);
+  LATHE_CHECK(steps <= provided, K, "\"steps\" is ", steps, " but the case holds inputs for ", provided,
+              " step", provided == 1 ? "" : "s", " (\"", first_missing_input(c, provided), "\" is missing)");
   const double grad_clip = spec.value("grad_clip", 0.0);
   LATHE_CHECK(grad_clip >= 0, K, "invalid grad_clip = ", grad_clip, " (must be >= 0; 0 = no clipping)");
-
-  auto is_step_input = [steps](const std::string& name) {
-    for (int64_t s = 0; s < steps; ++s)
-      if (name == "idx." + std::to_string(s) || name == "targets." + std::to_string(s)) return true;
-    return false;
-  };
-  auto model_ptr = case_gpt(c, spec, device, "train", is_step_input,
+  auto model_ptr = case_gpt(c, spec, device, "train", [steps](const std::string& n) { return is_step_input(n, steps); },
                             "idx.<t> / targets.<t> for t < " + std::to_string(steps));
   nn::GPT& model = *model_ptr;
   model.train();
