@@ -366,10 +366,13 @@ TEST_CASE("run hardening: metrics with null values and a torn last line resume; 
   const fs::path bad = d.path / "bad";
   fs::create_directories(bad);
   fs::copy_file(checkpoint_path(full.string(), 4), checkpoint_path(bad.string(), 4));
+  fs::copy_file(checkpoint_path(full.string(), 8), checkpoint_path(bad.string(), 8));
   std::ofstream(bad / "metrics.jsonl") << lines[0] << "\n{\"step\": 2, \"loss\": oops\n" << lines[2] << "\n";
-  const std::string err = error_of([&] { resume_into(bad.string(), bad.string()).run(nullptr); });
+  const std::string err =
+      error_of([&] { resume_into(checkpoint_path(bad.string(), 4), bad.string()).run(nullptr); });
   CHECK(contains(err, (bad / "metrics.jsonl").string()));
   CHECK(contains(err, "line 2"));
+  CHECK(list_checkpoints(bad.string()).size() == 2);  // the failed resume moved nothing aside
   CHECK(metric_value(nlohmann::json{{"loss", nullptr}}, "loss", "x") != metric_value({{"loss", nullptr}}, "loss", "x"));
 }
 

@@ -283,20 +283,21 @@ TrainSummary Trainer::run(std::FILE* log) {
   LATHE_CHECK(!ec, "--out ", o.out, ": cannot create the directory: ", ec.message());
   const std::string dir = std::filesystem::path(o.out).string();
   const RunLock lock(dir);  // held until run() returns: no second run writes this directory
+  LossCurves curves;
   if (resumed_) {
+    // The metrics first: a bad line fails the resume before any checkpoint is moved.
+    restore_metrics(dir + "/metrics.jsonl", state_.step, curves);
     const std::string aside = move_aside_superseded(dir, state_.step, resumed_from_);
     if (!aside.empty())
       std::fprintf(stderr, "lathe: moved the checkpoints of %s that a run resumed at step %lld does not continue into %s\n",
                    dir.c_str(), (long long)state_.step, aside.c_str());
+    if (state_.step == o.steps) return finish_complete_run(dir, log);
   } else {
     // A fresh run would interleave its checkpoints with another run's and prune them.
     const auto existing = list_checkpoints(dir);
     LATHE_CHECK(existing.empty(), "--out ", dir, " already holds checkpoints of a run (newest ", existing.back().second,
                 "); continue it with --resume ", dir, ", or choose another --out");
   }
-  if (resumed_ && state_.step == o.steps) return finish_complete_run(dir, log);
-  LossCurves curves;
-  if (resumed_) restore_metrics(dir + "/metrics.jsonl", state_.step, curves);
   MetricsLog metrics(dir + "/metrics.jsonl", /*append=*/resumed_);
   const std::filesystem::path data_path = std::filesystem::path(o.data).lexically_normal();
   const std::string data_name =
@@ -391,12 +392,11 @@ TrainSummary Trainer::run(std::FILE* log) {
 }
 
 TrainSummary Trainer::finish_complete_run(const std::string& dir, std::FILE* log) {
-  // Nothing to train and nothing to evaluate: model.safetensors is rewritten from the checkpoint
-  // (the run that stopped may have died before writing it, or written it from a later state),
-  // metrics.jsonl is cut back to the checkpoint, and killed writers' temporary files are removed.
+  // Nothing to train and nothing to evaluate (metrics.jsonl is already cut back to the
+  // checkpoint): model.safetensors is rewritten from the checkpoint (the run that stopped may have
+  // died before writing it, or written it from a later state), and killed writers' temporary
+  // files are removed.
   const auto t0 = Clock::now();
-  LossCurves curves;
-  restore_metrics(dir + "/metrics.jsonl", state_.step, curves);
   save_weights(dir + "/model.safetensors");
   prune_checkpoints(dir, options_.keep_last, {resumed_from_});
   if (!options_.quiet && log != nullptr) {
