@@ -49,6 +49,39 @@ TEST_CASE("cli: usage errors exit 2 with one line") {
   }
 }
 
+TEST_CASE("cli: train flags out of range are usage errors, one line naming the flag") {
+  for (const char* args : {"train --batch 0", "train --batch -2", "train --min-lr -0.5", "train --out ''",
+                           "train --steps 99999999999999999999", "train --threads 99999999999",
+                           "train --seed 99999999999999999999999", "train --eval-iters 0"}) {
+    CAPTURE(args);
+    Run r = run_lathe(args);
+    CHECK(r.code == 2);
+    CHECK(line_count(r.output) == 1);
+    CHECK(r.output.rfind("lathe: ", 0) == 0);
+    const std::string flag = std::string(args).substr(6, std::string(args).find(' ', 6) - 6);
+    CHECK(r.output.find(flag) != std::string::npos);
+  }
+}
+
+TEST_CASE("cli: an absurd --threads is capped with a warning instead of aborting in OpenMP") {
+  const fs::path dir = fs::temp_directory_path() / ("lathe_test_cli_threads_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "model.json") << R"({"vocab_size": 256, "block_size": 8, "n_layer": 1, "n_head": 1, "n_embd": 16})";
+  {
+    std::ofstream text(dir / "corpus.txt");
+    for (int i = 0; i < 40; ++i) text << "hello lathe. ";
+  }
+  Run t = run_lathe("train --quiet --steps 1 --eval-iters 1 --sample-tokens 0 --threads 10000 --config " +
+                    (dir / "model.json").string() + " --data " + (dir / "corpus.txt").string() + " --out " +
+                    (dir / "run").string());
+  CHECK(t.code == 0);
+  CHECK(line_count(t.output) == 1);
+  CHECK(t.output.find("--threads 10000") != std::string::npos);
+  CHECK(t.output.find("warning") != std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("cli: runtime errors exit 1 with one line naming the path") {
   const std::string missing = (fs::temp_directory_path() / "lathe_no_such_corpus").string();
   Run r = run_lathe("train --steps 1 --data " + missing);

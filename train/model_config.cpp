@@ -1,10 +1,14 @@
 #include "train/model_config.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "core/error.h"
+#include "serialize/json_document.h"
 
 namespace lathe::app {
 
@@ -28,7 +32,92 @@ std::string preset_list() {
   return all;
 }
 
+// The keys a config file may hold: GPTConfig's fields and the benchmark batch.
+const char* const kIntegerFields[] = {"vocab_size", "block_size", "n_layer", "n_head", "n_embd", "batch"};
+
+bool is_integer_field(const std::string& key) {
+  for (const char* f : kIntegerFields)
+    if (key == f) return true;
+  return false;
+}
+
+// Every key known and every value of the right JSON type, checked here so that a bad value is
+// quoted shortened (nn's own messages print it whole).
+void check_config_fields(const nlohmann::json& j, const std::string& path) {
+  LATHE_CHECK(j.is_object(), "--config ", path, ": expected a JSON object, got ", serialize::quote_json(j));
+  for (const auto& [key, value] : j.items()) {
+    const std::string field = serialize::quote_json(key);
+    if (is_integer_field(key)) {
+      LATHE_CHECK(value.is_number(), "--config ", path, ": field ", field, " must be an integer, got ",
+                  serialize::quote_json(value));
+    } else if (key == "bias") {
+      LATHE_CHECK(value.is_boolean(), "--config ", path, ": field \"bias\" must be true or false, got ",
+                  serialize::quote_json(value));
+    } else if (key == "dropout") {
+      LATHE_CHECK(value.is_number(), "--config ", path, ": field \"dropout\" must be a number, got ",
+                  serialize::quote_json(value));
+    } else {
+      LATHE_FAIL("--config ", path, ": unknown field ", field,
+                 " (known: vocab_size, block_size, n_layer, n_head, n_embd, bias, dropout, batch)");
+    }
+  }
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  LATHE_CHECK(in.good(), "--config ", path, ": cannot open the file");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// a * b, or an error naming both factors when it does not fit in int64.
+int64_t mul(int64_t a, int64_t b, const std::string& what, const char* a_name, const char* b_name) {
+  int64_t r = 0;
+  LATHE_CHECK(!__builtin_mul_overflow(a, b, &r), what, ": ", a_name, " (", a, ") x ", b_name, " (", b,
+              ") overflows 64-bit arithmetic; the model cannot be built");
+  return r;
+}
+
+int64_t add(int64_t a, int64_t b, const std::string& what, const char* name) {
+  int64_t r = 0;
+  LATHE_CHECK(!__builtin_add_overflow(a, b, &r), what, ": the parameter count overflows 64-bit arithmetic (at ",
+              name, ")");
+  return r;
+}
+
+// Physical memory of the machine in bytes; the largest int64 when the system does not say.
+int64_t physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  int64_t bytes = 0;
+  if (pages <= 0 || page <= 0 || __builtin_mul_overflow(int64_t(pages), int64_t(page), &bytes))
+    return std::numeric_limits<int64_t>::max();
+  return bytes;
+}
+
 }  // namespace
+
+int64_t checked_param_count(const nn::GPTConfig& c, const std::string& what) {
+  const int64_t E = c.n_embd;
+  // Per block: two LayerNorms (2E each), c_attn (3E x E + 3E), attn c_proj (E x E + E), c_fc
+  // (4E x E + 4E), mlp c_proj (E x 4E + E): 12 E^2 + 13 E (biases counted; an upper bound without).
+  const int64_t e2 = mul(E, E, what, "n_embd", "n_embd");
+  const int64_t block = add(mul(12, e2, what, "12", "n_embd^2"), mul(13, E, what, "13", "n_embd"), what, "n_embd");
+  int64_t n = mul(c.n_layer, block, what, "n_layer", "the parameters of a block");
+  n = add(n, mul(c.vocab_size, E, what, "vocab_size", "n_embd"), what, "vocab_size");  // wte, tied to lm_head
+  n = add(n, mul(c.block_size, E, what, "block_size", "n_embd"), what, "block_size");  // wpe
+  return add(n, mul(2, E, what, "2", "n_embd"), what, "ln_f");
+}
+
+void check_model_fits_memory(const nn::GPTConfig& c, const std::string& what) {
+  const int64_t params = checked_param_count(c, what);
+  const int64_t bytes = mul(params, kTrainingBytesPerParam, what, "the parameter count", "bytes per parameter");
+  const int64_t available = physical_memory_bytes();
+  LATHE_CHECK(bytes <= available, what, ": the model (vocab_size ", c.vocab_size, ", n_embd ", c.n_embd,
+              ", n_layer ", c.n_layer, ", block_size ", c.block_size, ") has ", params,
+              " parameters and needs ", bytes, " bytes for them and their optimizer state, more than the ",
+              available, " bytes of this machine's memory");
+}
 
 ModelChoice resolve_model_config(const std::string& name_or_path) {
   // A preset name wins over a file of the same name in the working directory.
@@ -36,16 +125,8 @@ ModelChoice resolve_model_config(const std::string& name_or_path) {
     return {name_or_path, nn::GPTConfig::preset(name_or_path), preset_batch(name_or_path)};
   LATHE_CHECK(std::filesystem::is_regular_file(name_or_path), "--config ", name_or_path,
               ": neither a preset (", preset_list(), ") nor a JSON file");
-  std::ifstream in(name_or_path);
-  LATHE_CHECK(in.good(), "--config ", name_or_path, ": cannot open the file");
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::exception& e) {
-    LATHE_FAIL("--config ", name_or_path, ": not valid JSON: ", e.what());
-  }
+  const nlohmann::json j = serialize::parse_json_document(read_text(name_or_path), "--config " + name_or_path);
+  check_config_fields(j, name_or_path);
   ModelChoice c;
   c.name = std::filesystem::path(name_or_path).stem().string();
   try {
@@ -53,10 +134,11 @@ ModelChoice resolve_model_config(const std::string& name_or_path) {
   } catch (const Error& e) {
     LATHE_FAIL("--config ", name_or_path, ": ", e.what());
   }
+  checked_param_count(c.config, "--config " + name_or_path);
   c.default_batch = 8;
   if (j.contains("batch")) {
     LATHE_CHECK(j["batch"].is_number_integer() && j["batch"].get<int64_t>() > 0, "--config ", name_or_path,
-                ": field \"batch\" must be a positive integer, got ", j["batch"].dump());
+                ": field \"batch\" must be a positive integer, got ", serialize::quote_json(j["batch"]));
     c.default_batch = j["batch"].get<int64_t>();
   }
   return c;

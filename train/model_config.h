@@ -16,7 +16,22 @@ struct ModelChoice {
   int64_t default_batch;  // the preset's batch (gpt_torch.py); 8 for a JSON file without "batch"
 };
 
-// Throws lathe::Error naming the preset list, or the file and the bad field.
+// Throws lathe::Error naming the preset list, or the file and the bad field: a key that is not a
+// GPTConfig field or "batch" (a misspelt "droput" would otherwise silently train without dropout),
+// a value of the wrong type (quoted, shortened), a document nested too deep.
 ModelChoice resolve_model_config(const std::string& name_or_path);
+
+// Bytes a training run of `config` keeps per parameter: f32 weights, gradients and two moments of
+// Adam (the largest optimizer state lathe has).
+inline constexpr int64_t kTrainingBytesPerParam = 16;
+
+// The parameter count of `config`, computed with overflow checks; throws lathe::Error naming
+// `what` and the fields whose product overflows.
+int64_t checked_param_count(const nn::GPTConfig& config, const std::string& what);
+
+// Refuses, before anything is allocated, a model whose parameters and optimizer state would not
+// fit in the machine's physical memory (or whose sizes overflow): the error names `what` (the
+// --config), the dominant fields and the bytes needed and available.
+void check_model_fits_memory(const nn::GPTConfig& config, const std::string& what);
 
 }  // namespace lathe::app

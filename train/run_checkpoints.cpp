@@ -1,10 +1,15 @@
 #include "train/run_checkpoints.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <regex>
 
@@ -34,9 +39,34 @@ std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string&
   return out;
 }
 
-void prune_checkpoints(const std::string& dir, int64_t keep) {
+namespace {
+
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  const bool same = fs::equivalent(a, b, ec);
+  return !ec && same;
+}
+
+bool is_protected(const std::string& path, const std::vector<std::string>& protect) {
+  return std::any_of(protect.begin(), protect.end(), [&](const std::string& p) { return same_file(path, p); });
+}
+
+// "<UTC date>T<time>": folders of moved-aside checkpoints sort by when they were moved.
+std::string utc_stamp() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%S", &tm);
+  return buf;
+}
+
+}  // namespace
+
+void prune_checkpoints(const std::string& dir, int64_t keep, const std::vector<std::string>& protect) {
   auto all = list_checkpoints(dir);
   for (size_t i = 0; i + size_t(keep) < all.size(); ++i) {
+    if (is_protected(all[i].second, protect)) continue;
     std::error_code ec;
     fs::remove(all[i].second, ec);  // a checkpoint that cannot be removed is only wasted space
   }
@@ -52,6 +82,53 @@ void prune_checkpoints(const std::string& dir, int64_t keep) {
     const pid_t pid = pid_t(std::stoll(m[1].str()));
     if (::kill(pid, 0) != 0 && errno == ESRCH) fs::remove(entry.path(), ec);
   }
+}
+
+std::string move_aside_superseded(const std::string& dir, int64_t step, const std::string& resumed_from) {
+  std::error_code ec;
+  // A checkpoint resumed from another directory says nothing about the lineage of DIR's.
+  const bool same_dir = same_file(fs::absolute(resumed_from, ec).parent_path().string(), dir);
+  std::vector<std::string> moving;
+  for (const auto& [s, path] : list_checkpoints(dir))
+    if ((s > step || !same_dir) && !same_file(path, resumed_from)) moving.push_back(path);
+  if (moving.empty()) return "";
+  const std::string base = (fs::path(dir) / ("superseded-" + std::to_string(step) + "-" + utc_stamp())).string();
+  std::string aside = base;
+  for (int n = 2; fs::exists(aside, ec); ++n) aside = base + "-" + std::to_string(n);
+  fs::create_directory(aside, ec);
+  LATHE_CHECK(!ec, aside, ": cannot create the directory for superseded checkpoints: ", ec.message());
+  for (const std::string& path : moving) {
+    fs::rename(path, fs::path(aside) / fs::path(path).filename(), ec);
+    LATHE_CHECK(!ec, path, ": cannot move the superseded checkpoint into ", aside, ": ", ec.message());
+  }
+  return aside;
+}
+
+RunLock::RunLock(const std::string& dir) {
+  const std::string path = (fs::path(dir) / ".lock").string();
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  LATHE_CHECK(fd_ >= 0, path, ": cannot open the run directory's lock file: ", std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char buf[32] = {};
+    const ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
+    std::string holder = n > 0 ? std::string(buf, size_t(n)) : std::string("unknown");
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    ::close(fd_);
+    fd_ = -1;
+    LATHE_CHECK(err != EWOULDBLOCK, "--out ", dir, ": another lathe train (process ", holder,
+                ") is using this run directory (", path, "); wait for it to end or choose another --out");
+    LATHE_FAIL(path, ": cannot lock the run directory: ", std::strerror(err));
+  }
+  // The holder's pid, for the message above; the lock itself is the flock, not the file's content.
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) != ssize_t(pid.size())) {
+    // Only the message of a refused second run loses its process id.
+  }
+}
+
+RunLock::~RunLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing the descriptor releases the flock
 }
 
 serialize::TrainingCheckpoint open_resume_checkpoint(const std::string& dir_or_file) {

@@ -1,6 +1,8 @@
 #include "train/train_options.h"
 
+#include <algorithm>
 #include <cmath>
+#include <thread>
 
 #include "core/error.h"
 
@@ -10,7 +12,9 @@ void validate(const TrainOptions& o) {
   LATHE_CHECK(o.steps > 0, "--steps must be positive, got ", o.steps);
   LATHE_CHECK(o.batch >= 0, "--batch must be positive, got ", o.batch);
   LATHE_CHECK(std::isfinite(o.lr) && o.lr > 0, "--lr must be positive, got ", o.lr);
-  LATHE_CHECK(std::isfinite(o.min_lr) && o.effective_min_lr() <= o.lr, "--min-lr must be at most --lr (",
+  // -1 is the "lr / 10" default; any other negative floor is a mistake, not a request for it.
+  LATHE_CHECK(std::isfinite(o.min_lr) && (o.min_lr >= 0 || o.min_lr == -1), "--min-lr must be >= 0, got ", o.min_lr);
+  LATHE_CHECK(o.effective_min_lr() <= o.lr, "--min-lr must be at most --lr (",
               o.lr, "), got ", o.min_lr);
   LATHE_CHECK(o.warmup >= 0, "--warmup must be >= 0, got ", o.warmup);
   LATHE_CHECK(std::isfinite(o.weight_decay) && o.weight_decay >= 0, "--weight-decay must be >= 0, got ",
@@ -27,6 +31,20 @@ void validate(const TrainOptions& o) {
   LATHE_CHECK(o.keep_last >= 1, "--keep-last must be at least 1, got ", o.keep_last);
   LATHE_CHECK(o.threads >= 0, "--threads must be >= 0, got ", o.threads);
   LATHE_CHECK(o.sample_tokens >= 0, "--sample-tokens must be >= 0, got ", o.sample_tokens);
+}
+
+int max_cpu_threads() {
+  const int hardware = std::max(1, int(std::thread::hardware_concurrency()));
+  return std::min(1024, 4 * hardware);
+}
+
+int capped_threads(int requested, std::string* warning) {
+  const int cap = max_cpu_threads();
+  if (requested <= cap) return requested;
+  if (warning)
+    *warning = "--threads " + std::to_string(requested) + " is more than " + std::to_string(cap) +
+               " (4 x the hardware threads, at most 1024); using " + std::to_string(cap);
+  return cap;
 }
 
 // One list of (key, member) drives both directions, so a new option cannot be saved but not read.

@@ -19,7 +19,7 @@ struct TrainOptions {
   int64_t steps = 600;         // total optimizer steps
   int64_t batch = 0;           // sequences per step; 0: the preset's batch
   double lr = 1e-3;            // peak learning rate
-  double min_lr = -1;          // floor of the cosine decay; < 0: lr / 10 (nanoGPT)
+  double min_lr = -1;          // floor of the cosine decay; -1: lr / 10 (nanoGPT)
   int64_t warmup = 100;        // linear warm-up steps (nanoGPT shakespeare-char)
   double weight_decay = 0.1;   // decoupled, on 2-D parameters only
   double grad_clip = 1.0;      // max global gradient norm; 0 disables
@@ -47,5 +47,11 @@ TrainOptions train_options_from_json(const nlohmann::json& j);
 
 // Throws cli-agnostic lathe::Error with a message naming the flag when a value is out of range.
 void validate(const TrainOptions& o);
+
+// The most CPU threads a run uses: 4 x the hardware threads, at most 1024. OpenMP aborts the
+// process inside its runtime when asked for thousands of threads, so more is capped, not refused.
+int max_cpu_threads();
+// `requested` capped at max_cpu_threads(); `warning` gets a one-line explanation when it was.
+int capped_threads(int requested, std::string* warning);
 
 }  // namespace lathe::app

@@ -8,6 +8,7 @@
 
 #include "core/autograd.h"
 #include "core/ops.h"
+#include "nn/sampling.h"
 #include "serialize/atomic_file.h"
 #include "train/loss_plot.h"
 #include "train/metrics_log.h"
@@ -54,22 +55,39 @@ std::string format_rate(double tok_per_s) {
 
 // A resumed run's metrics.jsonl: the lines up to the checkpoint's step are kept (they are the
 // uninterrupted run's), later ones (written after the checkpoint by the run that stopped) go, so
-// the file ends up equal to the uninterrupted run's. The loss curves are rebuilt from the kept
-// lines.
+// the file ends up equal to the uninterrupted run's (train/metrics_log.h). The loss curves are
+// rebuilt from the kept lines.
 void restore_metrics(const std::string& path, int64_t step, LossCurves& curves) {
-  std::ifstream in(path);
-  std::string kept, line;
-  while (std::getline(in, line)) {
-    const nlohmann::json rec = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (rec.is_discarded() || !rec.is_object() || !rec.contains("step") || !rec["step"].is_number()) continue;
+  for (const nlohmann::json& rec : cut_metrics_log(path, step)) {
     const int64_t s = rec["step"].get<int64_t>();
-    if (s > step) break;
-    kept += line + "\n";
-    if (rec.contains("loss")) curves.train.emplace_back(s, rec["loss"].get<double>());
-    if (rec.contains("val_loss")) curves.val.emplace_back(s, rec["val_loss"].get<double>());
+    const std::string where = path + ": step " + std::to_string(s);
+    if (rec.contains("loss")) curves.train.emplace_back(s, metric_value(rec, "loss", where));
+    if (rec.contains("val_loss")) curves.val.emplace_back(s, metric_value(rec, "val_loss", where));
   }
-  in.close();
-  serialize::write_file_atomically(path, [&](serialize::AtomicFile& f) { f.write(kept.data(), kept.size()); });
+}
+
+// Whether every element of a floating tensor is finite (integer tensors always are). Reads a host
+// copy in f32 or f64, one pass.
+bool all_finite(const Tensor& t) {
+  if (!t.defined() || !is_floating(t.dtype())) return true;
+  NoGradGuard no_grad;
+  Tensor h = t.detach();
+  if (!h.device().is_cpu()) h = h.to(Device::cpu());
+  if (h.dtype() != DType::f32 && h.dtype() != DType::f64) h = h.to(DType::f32);
+  h = h.contiguous();
+  auto finite_range = [](const auto* p, int64_t n) {
+    for (int64_t i = 0; i < n; ++i)
+      if (!std::isfinite(p[i])) return false;
+    return true;
+  };
+  return h.dtype() == DType::f64 ? finite_range(h.data<double>(), h.numel()) : finite_range(h.data<float>(), h.numel());
+}
+
+// Only ids the byte tokenizer can decode: the logits of the last position, cut to its vocabulary.
+// (Dropping the columns is masking them with -inf before the softmax.)
+Tensor decodable_last_logits(const Tensor& logits) {
+  const int64_t T = logits.size(1);
+  return logits.select(1, T - 1).narrow(1, 0, ByteTokenizer::kVocabSize).contiguous();
 }
 
 }  // namespace
@@ -96,9 +114,17 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
     state_.model_choice = resolve_model_config(options_.config);
   }
   if (options_.out.empty()) options_.out = "runs/" + state_.model_choice.name;
+  std::string warning;
+  options_.threads = capped_threads(options_.threads, &warning);
+  if (!warning.empty()) std::fprintf(stderr, "lathe: warning: %s\n", warning.c_str());
   set_cpu_threads(options_.threads);
   device_ = Device::parse(options_.device);
   const nn::GPTConfig& cfg = state_.model_choice.config;
+  // Refused before anything is allocated: an absurd size would otherwise fail deep inside an
+  // allocation, or overflow. A GPU's memory is not the host's, so there only overflow is checked.
+  const std::string config_what = resume ? resume->path() + ": model config" : "--config " + options_.config;
+  if (device_.type == DeviceType::cuda) checked_param_count(cfg, config_what);
+  else check_model_fits_memory(cfg, config_what);
   LATHE_CHECK(cfg.vocab_size >= ByteTokenizer::kVocabSize, "--config ", options_.config, ": vocab_size ",
               cfg.vocab_size, " is smaller than the byte vocabulary (256)");
   batch_ = options_.batch > 0 ? options_.batch : state_.model_choice.default_batch;
@@ -132,6 +158,7 @@ void Trainer::restore(const serialize::TrainingCheckpoint& ckpt, const ProgramSt
     LATHE_FAIL(ckpt.path(), ": ", msg);
   }
   state_.step = ckpt.step();
+  resumed_from_ = ckpt.path();
   LATHE_CHECK(state_.step <= options_.steps, ckpt.path(), ": the checkpoint is at step ", state_.step,
               ", past --steps ", options_.steps);
   resumed_ = true;
@@ -169,7 +196,21 @@ double Trainer::evaluate(Split split) {
   return mean;
 }
 
+void Trainer::check_finite_state(bool with_optimizer) const {
+  const std::string step = std::to_string(state_.step);
+  for (const auto& [name, p] : state_.model->named_parameters())
+    LATHE_CHECK(all_finite(p), "training diverged at step ", step, ": parameter ", name,
+                " holds a non-finite value after the update (lr ", options_.lr,
+                "); nothing was saved, earlier checkpoints are kept; try a lower --lr or a --grad-clip");
+  if (!with_optimizer) return;
+  for (const optim::StateEntry& e : state_.optimizer->state_entries())
+    LATHE_CHECK(all_finite(e.tensor), "training diverged at step ", step, ": optimizer state optim.", e.name,
+                " holds a non-finite value (lr ", options_.lr,
+                "); nothing was saved, earlier checkpoints are kept; try a lower --lr or a --grad-clip");
+}
+
 void Trainer::save_weights(const std::string& path) const {
+  check_finite_state(/*with_optimizer=*/false);
   serialize::Metadata meta;
   meta["step"] = std::to_string(state_.step);
   meta["preset"] = state_.model_choice.name;
@@ -178,6 +219,7 @@ void Trainer::save_weights(const std::string& path) const {
 }
 
 void Trainer::save_checkpoint(const std::string& path) const {
+  check_finite_state(/*with_optimizer=*/true);
   serialize::TrainingStateRef ref;
   ref.model = state_.model.get();
   ref.optimizer = state_.optimizer.get();
@@ -198,9 +240,34 @@ void Trainer::save_checkpoint(const std::string& path) const {
 std::string Trainer::sample(const std::string& prompt, int64_t tokens) const {
   const ByteTokenizer tok;
   const std::vector<int64_t> ids = tok.encode(prompt.empty() ? std::string("\n") : prompt);
-  Tensor idx = Tensor::from_vector(ids, {1, int64_t(ids.size())}, device_);
-  Tensor out = state_.model->generate(idx, tokens, 0.8, 0, derive_seed(options_.seed, kSampling));
-  return tok.decode(out.to(Device::cpu()).flatten().to_vector<int64_t>());
+  const uint64_t seed = derive_seed(options_.seed, kSampling);
+  nn::GPT& model = *state_.model;
+  if (model.config().vocab_size == ByteTokenizer::kVocabSize) {
+    Tensor idx = Tensor::from_vector(ids, {1, int64_t(ids.size())}, device_);
+    Tensor out = model.generate(idx, tokens, 0.8, 0, seed);
+    return tok.decode(out.to(Device::cpu()).flatten().to_vector<int64_t>());
+  }
+  return tok.decode(sample_decodable(ids, tokens, seed));
+}
+
+std::vector<int64_t> Trainer::sample_decodable(std::vector<int64_t> ids, int64_t tokens, uint64_t seed) const {
+  // GPT::generate draws from the whole vocabulary; this loop draws from the bytes only, as it
+  // does otherwise (the last block_size tokens, temperature 0.8, one draw per token), without
+  // its KV cache: a sample is a few hundred tokens.
+  NoGradGuard no_grad;
+  nn::GPT& model = *state_.model;
+  const bool was_training = model.is_training();
+  model.train(false);
+  Generator gen(seed);
+  const int64_t block = model.config().block_size;
+  for (int64_t i = 0; i < tokens; ++i) {
+    const int64_t n = std::min<int64_t>(int64_t(ids.size()), block);
+    const std::vector<int64_t> window(ids.end() - n, ids.end());
+    const Tensor logits = model.forward(Tensor::from_vector(window, {1, n}, device_)).logits;
+    ids.push_back(nn::sample_tokens(decodable_last_logits(logits), {0.8, 0}, gen).at(0));
+  }
+  model.train(was_training);
+  return ids;
 }
 
 TrainSummary Trainer::run(std::FILE* log) {
@@ -215,14 +282,22 @@ TrainSummary Trainer::run(std::FILE* log) {
   std::filesystem::create_directories(o.out, ec);
   LATHE_CHECK(!ec, "--out ", o.out, ": cannot create the directory: ", ec.message());
   const std::string dir = std::filesystem::path(o.out).string();
-  if (!resumed_) {
+  const RunLock lock(dir);  // held until run() returns: no second run writes this directory
+  LossCurves curves;
+  if (resumed_) {
+    // The metrics first: a bad line fails the resume before any checkpoint is moved.
+    restore_metrics(dir + "/metrics.jsonl", state_.step, curves);
+    const std::string aside = move_aside_superseded(dir, state_.step, resumed_from_);
+    if (!aside.empty())
+      std::fprintf(stderr, "lathe: moved the checkpoints of %s that a run resumed at step %lld does not continue into %s\n",
+                   dir.c_str(), (long long)state_.step, aside.c_str());
+    if (state_.step == o.steps) return finish_complete_run(dir, log);
+  } else {
     // A fresh run would interleave its checkpoints with another run's and prune them.
     const auto existing = list_checkpoints(dir);
     LATHE_CHECK(existing.empty(), "--out ", dir, " already holds checkpoints of a run (newest ", existing.back().second,
                 "); continue it with --resume ", dir, ", or choose another --out");
   }
-  LossCurves curves;
-  if (resumed_) restore_metrics(dir + "/metrics.jsonl", state_.step, curves);
   MetricsLog metrics(dir + "/metrics.jsonl", /*append=*/resumed_);
   const std::filesystem::path data_path = std::filesystem::path(o.data).lexically_normal();
   const std::string data_name =
@@ -290,9 +365,11 @@ TrainSummary Trainer::run(std::FILE* log) {
     }
     metrics.write(rec);
     if (last || (o.ckpt_interval > 0 && step % o.ckpt_interval == 0)) {
-      // The new checkpoint is durable before any older one goes.
-      save_checkpoint(checkpoint_path(dir, step));
-      prune_checkpoints(dir, o.keep_last);
+      // The new checkpoint is durable before any older one goes; neither it nor the one this run
+      // resumed from is ever pruned (train/run_checkpoints.h).
+      const std::string ckpt = checkpoint_path(dir, step);
+      save_checkpoint(ckpt);
+      prune_checkpoints(dir, o.keep_last, {ckpt, resumed_from_});
       save_weights(dir + "/model.safetensors");
     }
   }
@@ -311,6 +388,26 @@ TrainSummary Trainer::run(std::FILE* log) {
     const std::string text = sample("\n", o.sample_tokens);
     say("---- sample (%lld bytes, temperature 0.8) ----%s\n", (long long)o.sample_tokens, text.c_str());
   }
+  return summary;
+}
+
+TrainSummary Trainer::finish_complete_run(const std::string& dir, std::FILE* log) {
+  // Nothing to train and nothing to evaluate (metrics.jsonl is already cut back to the
+  // checkpoint): model.safetensors is rewritten from the checkpoint (the run that stopped may have
+  // died before writing it, or written it from a later state), and killed writers' temporary
+  // files are removed.
+  const auto t0 = Clock::now();
+  save_weights(dir + "/model.safetensors");
+  prune_checkpoints(dir, options_.keep_last, {resumed_from_});
+  if (!options_.quiet && log != nullptr) {
+    std::fprintf(log, "the run is complete: %s is at step %lld of %lld; nothing to train (rewrote %s/model.safetensors)\n",
+                 resumed_from_.c_str(), (long long)state_.step, (long long)options_.steps, dir.c_str());
+    std::fflush(log);
+  }
+  TrainSummary summary;
+  summary.steps = state_.step;
+  summary.final_val_loss = last_val_loss_;  // -1 when the run never evaluated
+  summary.seconds = seconds_since(t0);
   return summary;
 }
 

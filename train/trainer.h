@@ -96,13 +96,23 @@ class Trainer {
   void save_weights(const std::string& path) const;
   // The whole training state (serialize/checkpoint.h), atomically.
   void save_checkpoint(const std::string& path) const;
-  // A continuation of `prompt` (bytes), `tokens` long, drawn at temperature 0.8.
+  // Both saves first check that every parameter (and, for a checkpoint, every optimizer state
+  // tensor) is finite: an update can turn the weights into NaN while the loss that preceded it was
+  // finite, and saving them would replace the last good files. The error names the first
+  // non-finite tensor and the step, and nothing is written.
+  void check_finite_state(bool with_optimizer) const;
+  // A continuation of `prompt` (bytes), `tokens` long, drawn at temperature 0.8. Only ids the byte
+  // tokenizer can decode are drawn: a model whose vocab_size exceeds 256 (the gpt2 preset trained
+  // on bytes) never learns to emit the others, but they keep a little probability mass.
   std::string sample(const std::string& prompt, int64_t tokens) const;
 
   // The whole run: steps until options.steps, progress lines on `log` (unless quiet),
   // DIR/metrics.jsonl, DIR/loss.svg, DIR/ckpt-<step>.safetensors (every ckpt_interval steps and at
-  // the end, the last keep_last kept), DIR/model.safetensors, and a sample at the end. A resumed
-  // run first cuts metrics.jsonl back to the checkpoint's step, then appends.
+  // the end, the last keep_last kept), DIR/model.safetensors, and a sample at the end. The run
+  // holds DIR/.lock throughout (train/run_checkpoints.h). A resumed run first moves aside the
+  // checkpoints it does not continue, cuts metrics.jsonl back to the checkpoint's step, then
+  // appends; resumed at its last step, it only rewrites model.safetensors from the checkpoint and
+  // says the run is complete.
   TrainSummary run(std::FILE* log = stdout);
 
  private:
@@ -117,6 +127,12 @@ class Trainer {
   TrainState state_;
   double last_val_loss_ = -1;
   bool resumed_ = false;
+  std::string resumed_from_;  // the checkpoint file a resumed run continues
+
+  // The end of a run resumed at its final step: nothing to train.
+  TrainSummary finish_complete_run(const std::string& dir, std::FILE* log);
+  // `tokens` ids appended to `ids`, each from the byte ids only.
+  std::vector<int64_t> sample_decodable(std::vector<int64_t> ids, int64_t tokens, uint64_t seed) const;
 };
 
 }  // namespace lathe::app

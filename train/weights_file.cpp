@@ -4,6 +4,8 @@
 
 #include "core/error.h"
 #include "serialize/checkpoint.h"
+#include "serialize/checksum.h"
+#include "serialize/weights.h"
 
 namespace lathe::app {
 
@@ -11,7 +13,9 @@ void save_weights(const std::string& path, const nn::GPT& model, serialize::Meta
   extra["format"] = kWeightsFormat;
   extra["config"] = model.config().to_json().dump();
   extra["tokenizer"] = "bytes";
-  serialize::write_safetensors(path, model.state_dict(), extra);
+  // serialize::save_weights records every tensor's checksum (metadata "lathe"), as checkpoints do,
+  // so that a flipped bit is found by whoever loads the file.
+  serialize::save_weights(path, model.state_dict(), extra);
 }
 
 LoadedModel load_weights(const std::string& path, Device device) {
@@ -31,6 +35,9 @@ LoadedModel load_weights(const std::string& path, Device device) {
     out.metadata["step"] = std::to_string(ckpt.step());
     return out;
   }
+  // (A checkpoint verifies its own above.) Files written before weights carried checksums, or by
+  // other programs, have none: nothing to check.
+  serialize::verify_checksums(f);
   auto it = f.metadata.find("config");
   LATHE_CHECK(it != f.metadata.end(), path, ": no model config in its metadata (key \"config\"); ",
               "was it written by lathe train?");

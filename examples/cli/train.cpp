@@ -2,7 +2,9 @@
 // DIR/loss.svg and DIR/model.safetensors; see train/trainer.h for the loop.
 #include "examples/cli/commands.h"
 #include <algorithm>
+#include <charconv>
 #include <optional>
+#include <system_error>
 
 #include "train/trainer.h"
 
@@ -15,8 +17,10 @@ namespace {
 void run_train(app::TrainOptions o) {
   try {
     app::validate(o);
-    app::resolve_model_config(o.config);
-    Device::parse(o.device);
+    const app::ModelChoice model = app::resolve_model_config(o.config);
+    // A model that cannot fit is the user's choice of sizes, refused before the corpus is read.
+    if (Device::parse(o.device).type != DeviceType::cuda)
+      app::check_model_fits_memory(model.config, "--config " + o.config);
   } catch (const Error& e) {
     throw UsageError(e.what());
   }
@@ -36,6 +40,33 @@ void run_resume(const app::TrainOptions& given, const std::vector<std::string>& 
   trainer->run(stdout);
 }
 
+// CLI11 turns an integer beyond its type's range into the type's limit: --steps
+// 99999999999999999999 would silently train for 2^63 - 1 steps. Out of range is refused; other
+// malformed values are left to CLI11's own conversion, which refuses them.
+template <class T>
+CLI::Validator integer_in_range() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        T value{};
+        const char* end = text.data() + text.size();
+        const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+        if (ec == std::errc::result_out_of_range) return "value " + text + " is out of range";
+        return "";
+      },
+      "");
+}
+
+// Values a flag's type admits but a run does not, when given explicitly: 0 and negative numbers
+// also mean "the default" for --batch and --min-lr, and "" for --out, so only the command line can
+// tell a mistake from a default.
+void check_explicit_values(const CLI::App& cmd, const app::TrainOptions& o) {
+  auto given = [&](const char* name) { return cmd.get_option(name)->count() > 0; };
+  if (given("--batch") && o.batch <= 0) throw UsageError("--batch must be positive, got " + std::to_string(o.batch));
+  if (given("--min-lr") && o.min_lr < 0)
+    throw UsageError("--min-lr must be >= 0 (leave it out for lr / 10), got " + cmd.get_option("--min-lr")->as<std::string>());
+  if (given("--out") && o.out.empty()) throw UsageError("--out must name a directory, got an empty string");
+}
+
 }  // namespace
 
 void add_train_command(CLI::App& app) {
@@ -52,32 +83,42 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--config", o->config, "model preset (tiny, small, char, gpt2) or a JSON file of GPTConfig fields")
       ->capture_default_str();
   cmd->add_option("--device", o->device, "cpu, sim or cuda[:N]")->capture_default_str();
-  cmd->add_option("--steps", o->steps, "total optimizer steps")->capture_default_str();
-  cmd->add_option("--batch", o->batch, "sequences per step (default: the preset's: tiny 8, small 16, char 8, gpt2 4)");
+  const CLI::Validator in_i64 = integer_in_range<int64_t>();
+  cmd->add_option("--steps", o->steps, "total optimizer steps")->capture_default_str()->check(in_i64);
+  cmd->add_option("--batch", o->batch, "sequences per step (default: the preset's: tiny 8, small 16, char 8, gpt2 4)")
+      ->check(in_i64);
   auto* lr = cmd->add_option("--lr", o->lr, "peak learning rate (default 1e-3; 1.0 for prodigy, whose lr is a multiplier)");
   cmd->add_option("--min-lr", o->min_lr, "final learning rate of the cosine decay (default: lr / 10)");
-  cmd->add_option("--warmup", o->warmup, "linear warm-up steps")->capture_default_str();
+  cmd->add_option("--warmup", o->warmup, "linear warm-up steps")->capture_default_str()->check(in_i64);
   cmd->add_option("--weight-decay", o->weight_decay, "decoupled weight decay of 2-D parameters")->capture_default_str();
   cmd->add_option("--grad-clip", o->grad_clip, "clip the global gradient norm to this; 0 disables")->capture_default_str();
   cmd->add_option("--optimizer", o->optimizer, "adamw, adam, sgd (momentum beta1) or prodigy")->capture_default_str();
   cmd->add_option("--beta1", o->beta1, "first-moment decay (sgd: momentum)")->capture_default_str();
   cmd->add_option("--beta2", o->beta2, "second-moment decay")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "seed of the weights, the batches and the final sample")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "seed of the weights, the batches and the final sample")
+      ->capture_default_str()
+      ->check(integer_in_range<uint64_t>());
   cmd->add_option("--eval-interval", o->eval_interval, "validate every this many steps (and at the end); 0: at the end")
-      ->capture_default_str();
-  cmd->add_option("--eval-iters", o->eval_iters, "validation batches per evaluation")->capture_default_str();
+      ->capture_default_str()
+      ->check(in_i64);
+  cmd->add_option("--eval-iters", o->eval_iters, "validation batches per evaluation")->capture_default_str()->check(in_i64);
   cmd->add_option("--ckpt-interval", o->ckpt_interval, "checkpoint every this many steps; 0: at the end only")
-      ->capture_default_str();
-  cmd->add_option("--keep-last", o->keep_last, "checkpoints kept in OUT (the newest)")->capture_default_str();
+      ->capture_default_str()
+      ->check(in_i64);
+  cmd->add_option("--keep-last", o->keep_last, "checkpoints kept in OUT (the newest)")->capture_default_str()->check(in_i64);
   cmd->add_option("--resume", o->resume,
                   "continue the run in DIR from its newest checkpoint (or from a checkpoint FILE) up to --steps; "
                   "bitwise identical to a run that never stopped");
-  cmd->add_option("--threads", o->threads, "CPU threads (default: OMP_NUM_THREADS or all processors)");
+  cmd->add_option("--threads", o->threads,
+                  "CPU threads (default: OMP_NUM_THREADS or all processors; at most 4 x the hardware threads)")
+      ->check(integer_in_range<int>());
   cmd->add_option("--out", o->out, "run directory (default: runs/CONFIG)");
   cmd->add_option("--sample-tokens", o->sample_tokens, "bytes of the sample printed at the end; 0: none")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_i64);
   cmd->add_flag("--quiet", o->quiet, "no progress lines");
   cmd->callback([o, lr, cmd] {
+    check_explicit_values(*cmd, *o);
     if (!o->resume.empty()) {
       std::vector<std::string> given;  // TrainOptions JSON keys of the flags on the command line
       for (const CLI::Option* opt : cmd->get_options()) {
