@@ -104,9 +104,17 @@ bool TrainingCheckpoint::is_checkpoint(const Metadata& metadata) {
 }
 
 TrainingCheckpoint TrainingCheckpoint::read(const std::string& path, Device target) {
+  return read(path, [target](const CheckpointDocument&) { return target; });
+}
+
+TrainingCheckpoint TrainingCheckpoint::read(const std::string& path, const TargetOf& target_of) {
   TrainingCheckpoint c;
+  Device target = Device::cpu();
   TensorSink sink;
-  sink.on_metadata = [&](const Metadata& metadata) { c.parse_document(metadata, path); };
+  sink.on_metadata = [&](const Metadata& metadata) {
+    c.parse_document(metadata, path);
+    if (target_of) target = target_of(c.doc_);
+  };
   // Each tensor is checked from its host staging copy (listed, dtype and shape as recorded, the
   // checksum), then goes where it will be used: host-policy state stays on the host, everything
   // else to the target. Nothing is held on the host on the way to a device.

@@ -33,6 +33,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -68,6 +69,10 @@ class TrainingCheckpoint {
   // `target`), one tensor at a time, so the whole state never sits in host memory on its way to a
   // device. restore() then only copies within the target.
   static TrainingCheckpoint read(const std::string& path, Device target = Device::cpu());
+  // The same, with the target chosen from the file's document as soon as it is read: a resume
+  // that continues on the device the run was on, or on one the user names (empty: the host).
+  using TargetOf = std::function<Device(const CheckpointDocument&)>;
+  static TrainingCheckpoint read(const std::string& path, const TargetOf& target_of);
   // The same checks on a file already read.
   static TrainingCheckpoint from_file(SafetensorsFile file);
   // Whether a file's metadata says it is a training checkpoint (nothing validated).

@@ -40,7 +40,16 @@ TrainOptions merged_options(const TrainOptions& stored_options, const TrainOptio
 
 Trainer Trainer::resume(const std::string& dir_or_file, const TrainOptions& given,
                         const std::vector<std::string>& given_keys) {
-  const serialize::TrainingCheckpoint ckpt = open_resume_checkpoint(dir_or_file);
+  // Read straight onto the device the run continues on: the one given, else the run's own.
+  const bool device_given = std::find(given_keys.begin(), given_keys.end(), "device") != given_keys.end();
+  auto target_of = [&](const serialize::CheckpointDocument& doc) {
+    if (device_given) return Device::parse(given.device);
+    const auto stored = doc.program.find("options");
+    const bool has_device = stored != doc.program.end() && stored->is_object() && stored->contains("device") &&
+                            (*stored)["device"].is_string();
+    return has_device ? Device::parse((*stored)["device"].get<std::string>()) : Device::cpu();
+  };
+  const serialize::TrainingCheckpoint ckpt = open_resume_checkpoint(dir_or_file, target_of);
   const ProgramState program = read_program_state(ckpt);
   TrainOptions o;
   try {

@@ -131,14 +131,17 @@ RunLock::~RunLock() {
   if (fd_ >= 0) ::close(fd_);  // closing the descriptor releases the flock
 }
 
-serialize::TrainingCheckpoint open_resume_checkpoint(const std::string& dir_or_file) {
+serialize::TrainingCheckpoint open_resume_checkpoint(const std::string& dir_or_file,
+                                                     const serialize::TrainingCheckpoint::TargetOf& target_of) {
   std::error_code ec;
-  LATHE_CHECK(fs::exists(dir_or_file, ec), "--resume ", dir_or_file, ": no such file or directory");
-  if (!fs::is_directory(dir_or_file, ec)) return serialize::TrainingCheckpoint::read(dir_or_file);
+  // exists() clears ec for a plain missing path and sets it for a real fault (a symlink loop).
+  LATHE_CHECK(fs::exists(dir_or_file, ec), "--resume ", dir_or_file, ": ",
+              ec ? ec.message() : std::string("no such file or directory"));
+  if (!fs::is_directory(dir_or_file, ec)) return serialize::TrainingCheckpoint::read(dir_or_file, target_of);
   const auto all = list_checkpoints(dir_or_file);
   LATHE_CHECK(!all.empty(), "--resume ", dir_or_file, ": no checkpoint (ckpt-<step>.safetensors) in the directory");
   try {
-    return serialize::TrainingCheckpoint::read(all.back().second);
+    return serialize::TrainingCheckpoint::read(all.back().second, target_of);
   } catch (const Error& e) {
     if (all.size() == 1) throw;
     // Never fall back silently: the user decides whether to lose the steps since the older one.

@@ -44,8 +44,10 @@ void prune_checkpoints(const std::string& dir, int64_t keep, const std::vector<s
 std::string move_aside_superseded(const std::string& dir, int64_t step, const std::string& resumed_from);
 
 // The checkpoint to resume from: `dir_or_file` itself when it is a file, else the newest
-// checkpoint of the directory. Read and fully validated; errors name the file at fault.
-serialize::TrainingCheckpoint open_resume_checkpoint(const std::string& dir_or_file);
+// checkpoint of the directory. Read and fully validated, each tensor created on the device
+// `target_of` picks from its document (the host when it is empty); errors name the file at fault.
+serialize::TrainingCheckpoint open_resume_checkpoint(const std::string& dir_or_file,
+                                                     const serialize::TrainingCheckpoint::TargetOf& target_of = {});
 
 // The advisory lock of a run directory, held while the object lives. A directory another process
 // (or another RunLock of this one) holds is refused at once, with an error naming its process id.
