@@ -6,6 +6,12 @@ namespace lathe::nn {
 
 namespace {
 
+// A value quoted in an error message, cut short: a config can hold a string of any length.
+std::string brief(const nlohmann::json& v) {
+  std::string s = v.dump(-1, ' ', /*ensure_ascii=*/true, nlohmann::json::error_handler_t::replace);
+  return s.size() > 80 ? s.substr(0, 80) + "..." : s;
+}
+
 struct Preset {
   const char* name;
   GPTConfig config;
@@ -23,7 +29,7 @@ int64_t required_int(const nlohmann::json& j, const char* field) {
   LATHE_CHECK(j.contains(field), "GPT config: missing field \"", field, "\"");
   const nlohmann::json& v = j.at(field);
   LATHE_CHECK(v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>()),
-              "GPT config: field \"", field, "\" must be an integer, got ", v.dump());
+              "GPT config: field \"", field, "\" must be an integer, got ", brief(v));
   return v.is_number_integer() ? v.get<int64_t>() : int64_t(v.get<double>());
 }
 
@@ -63,7 +69,7 @@ nlohmann::json GPTConfig::to_json() const {
 }
 
 GPTConfig GPTConfig::from_json(const nlohmann::json& j) {
-  LATHE_CHECK(j.is_object(), "GPT config: expected a JSON object, got ", j.dump());
+  LATHE_CHECK(j.is_object(), "GPT config: expected a JSON object, got ", brief(j));
   GPTConfig c;
   c.vocab_size = required_int(j, "vocab_size");
   c.block_size = required_int(j, "block_size");
@@ -71,12 +77,12 @@ GPTConfig GPTConfig::from_json(const nlohmann::json& j) {
   c.n_head = required_int(j, "n_head");
   c.n_embd = required_int(j, "n_embd");
   if (j.contains("bias")) {
-    LATHE_CHECK(j["bias"].is_boolean(), "GPT config: field \"bias\" must be true or false, got ", j["bias"].dump());
+    LATHE_CHECK(j["bias"].is_boolean(), "GPT config: field \"bias\" must be true or false, got ", brief(j["bias"]));
     c.bias = j["bias"].get<bool>();
   }
   if (j.contains("dropout")) {
     LATHE_CHECK(j["dropout"].is_number(), "GPT config: field \"dropout\" must be a number, got ",
-                j["dropout"].dump());
+                brief(j["dropout"]));
     c.dropout = j["dropout"].get<double>();
   }
   c.validate();

@@ -123,8 +123,11 @@ ModelChoice resolve_model_config(const std::string& name_or_path) {
   // A preset name wins over a file of the same name in the working directory.
   if (is_preset(name_or_path))
     return {name_or_path, nn::GPTConfig::preset(name_or_path), preset_batch(name_or_path)};
-  LATHE_CHECK(std::filesystem::is_regular_file(name_or_path), "--config ", name_or_path,
-              ": neither a preset (", preset_list(), ") nor a JSON file");
+  // The error_code form: a loop of symbolic links is a reason to name, not an exception to leak.
+  std::error_code ec;
+  const bool regular = std::filesystem::is_regular_file(name_or_path, ec);
+  LATHE_CHECK(regular, "--config ", name_or_path, ": neither a preset (", preset_list(), ") nor a JSON file",
+              ec ? " (" + ec.message() + ")" : std::string());
   const nlohmann::json j = serialize::parse_json_document(read_text(name_or_path), "--config " + name_or_path);
   check_config_fields(j, name_or_path);
   ModelChoice c;

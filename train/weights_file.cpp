@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "serialize/checkpoint.h"
 #include "serialize/checksum.h"
+#include "serialize/json_document.h"
 #include "serialize/weights.h"
 
 namespace lathe::app {
@@ -19,7 +20,8 @@ void save_weights(const std::string& path, const nn::GPT& model, serialize::Meta
 }
 
 LoadedModel load_weights(const std::string& path, Device device) {
-  LATHE_CHECK(std::filesystem::exists(path), path, ": no such file");
+  std::error_code ec;  // a symlink loop is a reason to name, not an exception to leak
+  LATHE_CHECK(std::filesystem::exists(path, ec), path, ": ", ec ? ec.message() : std::string("no such file"));
   serialize::SafetensorsFile f = serialize::read_safetensors(path, Device::cpu());
   if (serialize::TrainingCheckpoint::is_checkpoint(f.metadata)) {
     // A training checkpoint: its weights, without the optimizer state.
@@ -43,7 +45,7 @@ LoadedModel load_weights(const std::string& path, Device device) {
               "was it written by lathe train?");
   nn::GPTConfig config;
   try {
-    config = nn::GPTConfig::from_json(nlohmann::json::parse(it->second));
+    config = nn::GPTConfig::from_json(serialize::parse_json_document(it->second, path + ": metadata \"config\""));
   } catch (const nlohmann::json::exception& e) {
     LATHE_FAIL(path, ": metadata \"config\" is not valid JSON: ", e.what());
   } catch (const Error& e) {

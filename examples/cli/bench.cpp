@@ -48,6 +48,8 @@ void run_bench(const BenchOptions& o) {
   try {
     choice = app::resolve_model_config(o.config);
     device = Device::parse(o.device);
+    // As train: a model that cannot fit is refused before anything is allocated.
+    if (device.type != DeviceType::cuda) app::check_model_fits_memory(choice.config, "--config " + o.config);
   } catch (const Error& e) {
     throw UsageError(e.what());
   }
