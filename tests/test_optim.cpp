@@ -114,6 +114,8 @@ TEST_CASE("optim golden: Prodigy matches the reference algorithm, every option")
   check_golden("prodigy_nobeta1", kProdigyTol, Device::cpu());
   // A d0 per group: d and d_max start at the optimizer's d0 (1e-6), not the group's.
   check_golden("prodigy_group_d0", kProdigyTol, Device::cpu());
+  // The optimizer's own d0, given beside the groups.
+  check_golden("prodigy_opt_d0", kProdigyTol, Device::cpu());
 }
 
 TEST_CASE("optim golden: the same results on the sim device, and through the fused Adam path") {

@@ -198,6 +198,11 @@ def main():
         {"params": [0, 1, 2], "d0": 1e-5},
         {"params": [3, 4, 5], "d0": 1e-4},
     ], seed=7)
+    # The optimizer's own d0 (written beside "groups"), which one group overrides for its ratio.
+    prodigy_case("prodigy_opt_d0", [
+        {"params": [0, 1, 2]},
+        {"params": [3, 4, 5], "d0": 1e-4},
+    ], seed=8, d0=1e-5)
 
 
 if __name__ == "__main__":

@@ -80,9 +80,17 @@ RefOutput run_optim_case(const serialize::SafetensorsFile& c, const nlohmann::js
   std::vector<Tensor> work(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) work[size_t(i)] = params[i].to(device).clone().requires_grad_(true);
 
+  // Options beside "groups" are the optimizer's own (its constructor's), which every group
+  // overrides: only Prodigy has one a group cannot stand for, d0 (d and d_max start at it).
+  nlohmann::json defaults = nlohmann::json::object();
+  if (spec.contains("d0")) {
+    LATHE_CHECK(spec["optimizer"] == "prodigy", K, "\"d0\" beside \"groups\" is Prodigy's; ",
+                serialize::quote_json(spec["optimizer"]), " has none");
+    defaults["d0"] = spec["d0"];
+  }
   std::unique_ptr<optim::Optimizer> opt;
   try {
-    opt = make_optimizer(spec["optimizer"].get<std::string>(), nlohmann::json::object(), fused);
+    opt = make_optimizer(spec["optimizer"].get<std::string>(), defaults, fused);
   } catch (const Error& e) {
     LATHE_FAIL(K, e.what());
   }
