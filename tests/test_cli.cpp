@@ -52,13 +52,17 @@ TEST_CASE("cli: usage errors exit 2 with one line") {
 TEST_CASE("cli: train flags out of range are usage errors, one line naming the flag") {
   for (const char* args : {"train --batch 0", "train --batch -2", "train --min-lr -0.5", "train --out ''",
                            "train --steps 99999999999999999999", "train --threads 99999999999",
-                           "train --seed 99999999999999999999999", "train --eval-iters 0"}) {
+                           "train --seed 99999999999999999999999", "train --eval-iters 0",
+                           // once a bare std::bad_alloc; now refused before anything is allocated
+                           "train --batch 100000000", "bench --batch 2000000"}) {
     CAPTURE(args);
     Run r = run_lathe(args);
     CHECK(r.code == 2);
     CHECK(line_count(r.output) == 1);
     CHECK(r.output.rfind("lathe: ", 0) == 0);
-    const std::string flag = std::string(args).substr(6, std::string(args).find(' ', 6) - 6);
+    const std::string a = args;
+    const size_t start = a.find(' ') + 1;
+    const std::string flag = a.substr(start, a.find(' ', start) - start);
     CHECK(r.output.find(flag) != std::string::npos);
   }
 }

@@ -119,6 +119,24 @@ void check_model_fits_memory(const nn::GPTConfig& c, const std::string& what) {
               available, " bytes of this machine's memory");
 }
 
+void check_batch_fits_memory(const nn::GPTConfig& c, int64_t batch, const std::string& what) {
+  // In long double: the point is to refuse sizes whose products overflow as well as large ones.
+  const long double B = batch, T = c.block_size, V = c.vocab_size, C = c.n_embd, H = c.n_head, L = c.n_layer;
+  // Only what the forward pass keeps for the backward, so the bound holds whatever the backward
+  // frees as it goes.
+  const long double f32 = 4;
+  const long double tokens = 2 * B * (T + 1) * 8;           // inputs and targets, i64
+  const long double logits = B * T * V * f32;               // the classifier's output
+  const long double attention = L * B * H * T * T * f32;    // each layer's attention probabilities
+  const long double per_token = L * B * T * C * f32 * 4;    // a few values per token and layer
+  const long double bytes = tokens + logits + attention + per_token;
+  const long double available = static_cast<long double>(physical_memory_bytes());
+  LATHE_CHECK(bytes <= available, what, ": ", batch, " sequences of ", c.block_size,
+              " tokens need at least ", static_cast<double>(bytes), " bytes of activations for one step (logits ",
+              static_cast<double>(logits), ", attention ", static_cast<double>(attention),
+              "), more than the ", static_cast<double>(available), " bytes of this machine's memory");
+}
+
 ModelChoice resolve_model_config(const std::string& name_or_path) {
   // A preset name wins over a file of the same name in the working directory.
   if (is_preset(name_or_path))

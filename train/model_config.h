@@ -34,4 +34,10 @@ int64_t checked_param_count(const nn::GPTConfig& config, const std::string& what
 // --config), the dominant fields and the bytes needed and available.
 void check_model_fits_memory(const nn::GPTConfig& config, const std::string& what);
 
+// Refuses a batch whose activations for one training step cannot fit in physical memory. The
+// estimate is a lower bound (token windows, logits, every layer's attention probabilities and four
+// values per token and layer, all of which the forward keeps for the backward): a batch that
+// passes may still be too large, one that fails certainly is. The error names `what` (the --batch flag) and the bytes.
+void check_batch_fits_memory(const nn::GPTConfig& config, int64_t batch, const std::string& what);
+
 }  // namespace lathe::app

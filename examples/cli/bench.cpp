@@ -49,7 +49,11 @@ void run_bench(const BenchOptions& o) {
     choice = app::resolve_model_config(o.config);
     device = Device::parse(o.device);
     // As train: a model that cannot fit is refused before anything is allocated.
-    if (device.type != DeviceType::cuda) app::check_model_fits_memory(choice.config, "--config " + o.config);
+    if (device.type != DeviceType::cuda) {
+      app::check_model_fits_memory(choice.config, "--config " + o.config);
+      const int64_t batch = o.batch > 0 ? o.batch : choice.default_batch;
+      app::check_batch_fits_memory(choice.config, batch, "--batch " + std::to_string(batch));
+    }
   } catch (const Error& e) {
     throw UsageError(e.what());
   }

@@ -19,8 +19,11 @@ void run_train(app::TrainOptions o) {
     app::validate(o);
     const app::ModelChoice model = app::resolve_model_config(o.config);
     // A model that cannot fit is the user's choice of sizes, refused before the corpus is read.
-    if (Device::parse(o.device).type != DeviceType::cuda)
+    if (Device::parse(o.device).type != DeviceType::cuda) {
       app::check_model_fits_memory(model.config, "--config " + o.config);
+      const int64_t batch = o.batch > 0 ? o.batch : model.default_batch;
+      app::check_batch_fits_memory(model.config, batch, "--batch " + std::to_string(batch));
+    }
   } catch (const Error& e) {
     throw UsageError(e.what());
   }
