@@ -42,17 +42,18 @@ std::string temp_name(const std::string& dir, const std::string& base, int attem
   return dir + sep + "." + base + suffix;
 }
 
-// What a non-regular file is, for the message that refuses to replace it.
-const char* file_kind(mode_t mode) {
-  if (S_ISLNK(mode)) return "symbolic link";
-  if (S_ISCHR(mode)) return "character device";
-  if (S_ISBLK(mode)) return "block device";
-  if (S_ISFIFO(mode)) return "FIFO";
-  if (S_ISSOCK(mode)) return "socket";
-  return "special file";
-}
-
 }  // namespace
+
+const char* file_kind_name(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   dir_ = dir_of(path_);
@@ -65,7 +66,7 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   struct stat st {};
   if (::lstat(path_.c_str(), &st) == 0) {
     LATHE_CHECK(!S_ISDIR(st.st_mode), path_, ": cannot write a file here: it is a directory");
-    LATHE_CHECK(S_ISREG(st.st_mode), path_, ": refusing to replace a ", file_kind(st.st_mode),
+    LATHE_CHECK(S_ISREG(st.st_mode), path_, ": refusing to replace ", file_kind_name(st.st_mode),
                 " with a regular file; remove it or write elsewhere");
     mode = st.st_mode & 07777;
   }

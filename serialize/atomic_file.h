@@ -7,6 +7,8 @@
 // exists and is not a regular file (a device, a FIFO, a symlink) is refused, never replaced.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <functional>
 #include <string>
@@ -38,6 +40,10 @@ class AtomicFile {
   size_t written_ = 0;
   bool committed_ = false;
 };
+
+// "a FIFO (named pipe)", "a symbolic link", "a character device", ... for a file mode (from stat
+// or lstat), for messages that say what a path is instead of a regular file.
+const char* file_kind_name(mode_t mode);
 
 // Runs `fill` on a fresh AtomicFile for `path` and commits it when `fill` returns; if `fill` throws,
 // the temporary is removed and the exception propagates with the old file intact.

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "serialize/atomic_file.h"
+
 namespace lathe::app {
 
 // What a corpus file was when it was opened: its size and identity, so that a reopen can tell a
@@ -42,8 +44,8 @@ class FileHandle {
   int fd_ = -1;
 };
 
-// "a FIFO (named pipe)", "a character device", ... for a file mode; "a regular file" for one.
-const char* file_kind_name(mode_t mode);
+// serialize::file_kind_name names what a path is ("a FIFO (named pipe)", ...) in the messages here.
+using serialize::file_kind_name;
 
 // Opens `path` as a regular file without blocking (a FIFO would otherwise wait for a writer) and
 // returns it with its size and identity. Throws lathe::Error "<what> <path>: ..." naming the
