@@ -23,11 +23,11 @@ class EvalScope {
 }  // namespace
 
 Tensor GPT::generate(const Tensor& idx, int64_t max_new_tokens, double temperature, int64_t top_k, uint64_t seed,
-                     bool use_cache) {
+                     bool use_cache, int64_t vocab_limit) {
   LATHE_CHECK(idx.dim() == 2 && idx.size(1) >= 1, "GPT::generate: idx must be [B, T] with T >= 1, got ", idx.desc());
   LATHE_CHECK(is_integral(idx.dtype()), "GPT::generate: idx must hold i64 or i32 token ids, got ", idx.desc());
   LATHE_CHECK(max_new_tokens >= 0, "GPT::generate: max_new_tokens must be >= 0, got ", max_new_tokens);
-  const SamplingOptions sampling{temperature, top_k};
+  const SamplingOptions sampling{temperature, top_k, vocab_limit};
   LATHE_CHECK(temperature >= 0.0, "GPT::generate: temperature must be >= 0, got ", temperature);
   LATHE_CHECK(top_k >= 0, "GPT::generate: top_k must be >= 0 (0 keeps every token), got ", top_k);
 

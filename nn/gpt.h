@@ -85,8 +85,9 @@ class GPT : public Module {
   // the whole context. Once the context is full, the window slides and every position changes
   // (learned absolute positions), so the cache cannot be rolled: the step then recomputes the
   // cropped window, as nanoGPT always does. Both paths give the same tokens.
+  // vocab_limit > 0 draws only ids below it (SamplingOptions::vocab_limit).
   Tensor generate(const Tensor& idx, int64_t max_new_tokens, double temperature = 1.0, int64_t top_k = 0,
-                  uint64_t seed = 0, bool use_cache = true);
+                  uint64_t seed = 0, bool use_cache = true, int64_t vocab_limit = 0);
   Tensor generate_nocache(const Tensor& idx, int64_t max_new_tokens, double temperature = 1.0, int64_t top_k = 0,
                           uint64_t seed = 0) {
     return generate(idx, max_new_tokens, temperature, top_k, seed, false);

@@ -18,8 +18,13 @@ int64_t argmax_of(const double* x, int64_t V) {
 
 }  // namespace
 
-std::vector<int64_t> sample_tokens(const Tensor& logits, const SamplingOptions& opt, Generator& gen) {
-  LATHE_CHECK(logits.dim() == 2 && logits.size(1) > 0, "sample: logits must be [B, V], got ", logits.desc());
+std::vector<int64_t> sample_tokens(const Tensor& all_logits, const SamplingOptions& opt, Generator& gen) {
+  LATHE_CHECK(all_logits.dim() == 2 && all_logits.size(1) > 0, "sample: logits must be [B, V], got ",
+              all_logits.desc());
+  LATHE_CHECK(opt.vocab_limit >= 0, "sample: vocab_limit must be >= 0 (0: every id), got ", opt.vocab_limit);
+  // Ids past the limit are dropped before anything else, which is masking them with -inf.
+  const bool limited = opt.vocab_limit > 0 && opt.vocab_limit < all_logits.size(1);
+  const Tensor logits = limited ? all_logits.narrow(1, 0, opt.vocab_limit).contiguous() : all_logits;
   LATHE_CHECK(is_floating(logits.dtype()), "sample: logits must be floating, got ", logits.desc());
   LATHE_CHECK(opt.temperature >= 0.0 && std::isfinite(opt.temperature), "sample: temperature must be >= 0, got ",
               opt.temperature);

@@ -274,6 +274,17 @@ TEST_CASE("run hardening: a model whose vocab_size exceeds the bytes trains and 
                                           o.data + " --config " + o.config + " --out " + (d.path / "cli").string());
   CHECK(r.code == 0);
   CHECK(contains(r.output, "---- sample"));
+
+  // lathe sample draws through the same limit: every id below 256, where without it a hot
+  // temperature reaches the padded ids.
+  const std::string weights = (d.path / "cli" / "model.safetensors").string();
+  CHECK(run_lathe("sample --tokens 50 --temperature 2 --checkpoint " + weights).code == 0);
+  LoadedModel m = load_weights(weights);
+  const Tensor prompt = Tensor::from_vector(std::vector<int64_t>{10}, {1, 1});
+  const std::vector<int64_t> limited = m.model->generate(prompt, 200, 2.0, 0, 7, true, 256).to_vector<int64_t>();
+  const std::vector<int64_t> free = m.model->generate(prompt, 200, 2.0, 0, 7).to_vector<int64_t>();
+  CHECK(*std::max_element(limited.begin(), limited.end()) < 256);
+  CHECK(*std::max_element(free.begin(), free.end()) >= 256);
 }
 
 TEST_CASE("run hardening: a resume at the final step says the run is complete and rewrites the weights") {

@@ -83,13 +83,6 @@ bool all_finite(const Tensor& t) {
   return h.dtype() == DType::f64 ? finite_range(h.data<double>(), h.numel()) : finite_range(h.data<float>(), h.numel());
 }
 
-// Only ids the byte tokenizer can decode: the logits of the last position, cut to its vocabulary.
-// (Dropping the columns is masking them with -inf before the softmax.)
-Tensor decodable_last_logits(const Tensor& logits) {
-  const int64_t T = logits.size(1);
-  return logits.select(1, T - 1).narrow(1, 0, ByteTokenizer::kVocabSize).contiguous();
-}
-
 }  // namespace
 
 uint64_t derive_seed(uint64_t seed, uint64_t stream) {
@@ -240,34 +233,11 @@ void Trainer::save_checkpoint(const std::string& path) const {
 std::string Trainer::sample(const std::string& prompt, int64_t tokens) const {
   const ByteTokenizer tok;
   const std::vector<int64_t> ids = tok.encode(prompt.empty() ? std::string("\n") : prompt);
-  const uint64_t seed = derive_seed(options_.seed, kSampling);
-  nn::GPT& model = *state_.model;
-  if (model.config().vocab_size == ByteTokenizer::kVocabSize) {
-    Tensor idx = Tensor::from_vector(ids, {1, int64_t(ids.size())}, device_);
-    Tensor out = model.generate(idx, tokens, 0.8, 0, seed);
-    return tok.decode(out.to(Device::cpu()).flatten().to_vector<int64_t>());
-  }
-  return tok.decode(sample_decodable(ids, tokens, seed));
-}
-
-std::vector<int64_t> Trainer::sample_decodable(std::vector<int64_t> ids, int64_t tokens, uint64_t seed) const {
-  // GPT::generate draws from the whole vocabulary; this loop draws from the bytes only, as it
-  // does otherwise (the last block_size tokens, temperature 0.8, one draw per token), without
-  // its KV cache: a sample is a few hundred tokens.
-  NoGradGuard no_grad;
-  nn::GPT& model = *state_.model;
-  const bool was_training = model.is_training();
-  model.train(false);
-  Generator gen(seed);
-  const int64_t block = model.config().block_size;
-  for (int64_t i = 0; i < tokens; ++i) {
-    const int64_t n = std::min<int64_t>(int64_t(ids.size()), block);
-    const std::vector<int64_t> window(ids.end() - n, ids.end());
-    const Tensor logits = model.forward(Tensor::from_vector(window, {1, n}, device_)).logits;
-    ids.push_back(nn::sample_tokens(decodable_last_logits(logits), {0.8, 0}, gen).at(0));
-  }
-  model.train(was_training);
-  return ids;
+  Tensor idx = Tensor::from_vector(ids, {1, int64_t(ids.size())}, device_);
+  // Only ids the tokenizer can decode: a vocabulary padded past 256 (gpt2's) draws bytes only.
+  Tensor out = state_.model->generate(idx, tokens, 0.8, 0, derive_seed(options_.seed, kSampling), true,
+                                      ByteTokenizer::kVocabSize);
+  return tok.decode(out.to(Device::cpu()).flatten().to_vector<int64_t>());
 }
 
 TrainSummary Trainer::run(std::FILE* log) {

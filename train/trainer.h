@@ -131,8 +131,6 @@ class Trainer {
 
   // The end of a run resumed at its final step: nothing to train.
   TrainSummary finish_complete_run(const std::string& dir, std::FILE* log);
-  // `tokens` ids appended to `ids`, each from the byte ids only.
-  std::vector<int64_t> sample_decodable(std::vector<int64_t> ids, int64_t tokens, uint64_t seed) const;
 };
 
 }  // namespace lathe::app

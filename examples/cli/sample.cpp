@@ -55,7 +55,9 @@ void run_sample(const SampleOptions& o) {
               ": vocab_size ", loaded.model->config().vocab_size, " is smaller than the byte vocabulary (256)");
   for (int64_t s = 0; s < o.samples; ++s) {
     Tensor idx = Tensor::from_vector(prompt, {1, int64_t(prompt.size())}, device);
-    Tensor out = loaded.model->generate(idx, o.tokens, o.temperature, o.top_k, o.seed + uint64_t(s));
+    // Only ids the byte tokenizer can decode (a vocabulary padded past 256, as gpt2's, draws bytes).
+    Tensor out = loaded.model->generate(idx, o.tokens, o.temperature, o.top_k, o.seed + uint64_t(s), true,
+                                        app::ByteTokenizer::kVocabSize);
     std::vector<int64_t> ids = out.to(Device::cpu()).flatten().to_vector<int64_t>();
     for (int64_t& id : ids) id = id < 256 ? id : '?';  // a larger vocabulary's extra ids are not bytes
     const std::string text = tok.decode(ids);
