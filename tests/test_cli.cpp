@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 
+#include "tests/temp_dir.h"
 #include "tests/test_helpers.h"
 
 namespace fs = std::filesystem;
@@ -19,6 +20,14 @@ size_t line_count(const std::string& s) {
   size_t n = 0;
   for (char c : s) n += c == '\n';
   return n;
+}
+
+// The inputs of a tiny training run in `dir`: model.json (a 1-layer, 16-wide byte model) and
+// corpus.txt (a few hundred bytes).
+void write_tiny_run_inputs(const fs::path& dir) {
+  std::ofstream(dir / "model.json") << R"({"vocab_size": 256, "block_size": 8, "n_layer": 1, "n_head": 1, "n_embd": 16})";
+  std::ofstream text(dir / "corpus.txt");
+  for (int i = 0; i < 40; ++i) text << "hello lathe. ";
 }
 
 }  // namespace
@@ -68,14 +77,9 @@ TEST_CASE("cli: train flags out of range are usage errors, one line naming the f
 }
 
 TEST_CASE("cli: an absurd --threads is capped with a warning instead of aborting in OpenMP") {
-  const fs::path dir = fs::temp_directory_path() / ("lathe_test_cli_threads_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  std::ofstream(dir / "model.json") << R"({"vocab_size": 256, "block_size": 8, "n_layer": 1, "n_head": 1, "n_embd": 16})";
-  {
-    std::ofstream text(dir / "corpus.txt");
-    for (int i = 0; i < 40; ++i) text << "hello lathe. ";
-  }
+  const lathe::testing::TempDir temp("cli_threads");
+  const fs::path& dir = temp.path;
+  write_tiny_run_inputs(dir);
   Run t = run_lathe("train --quiet --steps 1 --eval-iters 1 --sample-tokens 0 --threads 10000 --config " +
                     (dir / "model.json").string() + " --data " + (dir / "corpus.txt").string() + " --out " +
                     (dir / "run").string());
@@ -83,7 +87,6 @@ TEST_CASE("cli: an absurd --threads is capped with a warning instead of aborting
   CHECK(line_count(t.output) == 1);
   CHECK(t.output.find("--threads 10000") != std::string::npos);
   CHECK(t.output.find("warning") != std::string::npos);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("cli: runtime errors exit 1 with one line naming the path") {
@@ -110,11 +113,7 @@ TEST_CASE("cli: train, then sample from the weights it wrote; bench prints JSON;
   const fs::path dir = fs::temp_directory_path() / ("lathe_test_cli_run_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
-  std::ofstream(dir / "model.json") << R"({"vocab_size": 256, "block_size": 8, "n_layer": 1, "n_head": 1, "n_embd": 16})";
-  {
-    std::ofstream text(dir / "corpus.txt");
-    for (int i = 0; i < 40; ++i) text << "hello lathe. ";
-  }
+  write_tiny_run_inputs(dir);
   Run t = run_lathe("train --steps 3 --threads 1 --eval-iters 1 --sample-tokens 5 --config " + (dir / "model.json").string() +
                     " --data " + (dir / "corpus.txt").string() + " --out " + (dir / "run").string());
   CHECK(t.code == 0);
