@@ -114,6 +114,15 @@ struct sigmoid {
 };
 
 // SiLU (swish): x * sigmoid(x), written as PyTorch computes it.
+// GELU without the approximation (PyTorch's approximate="none"): x Phi(x), Phi the normal CDF.
+struct gelu_erf {
+  static constexpr const char* name = "gelu_erf";
+  static constexpr OpDTypes dtypes = OpDTypes::floating;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, const OpScalars<C>&) {
+    return C(0.5) * x * (C(1) + M::erf(x * C(0.7071067811865476)));  // 1 / sqrt(2)
+  }
+};
+
 struct silu {
   static constexpr const char* name = "silu";
   static constexpr OpDTypes dtypes = OpDTypes::floating;
@@ -269,6 +278,18 @@ struct gelu_backward {  // x = the input
   }
 };
 
+// d/dx x Phi(x) = Phi(x) + x phi(x), phi the normal density; x = the input.
+struct gelu_erf_backward {
+  static constexpr const char* name = "gelu_erf_backward";
+  static constexpr OpDTypes dtypes = OpDTypes::floating;
+  static constexpr bool predicate = false;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, C g) {
+    const C cdf = C(0.5) * (C(1) + M::erf(x * C(0.7071067811865476)));
+    const C pdf = C(0.3989422804014327) * M::exp(C(-0.5) * x * x);  // 1 / sqrt(2 pi)
+    return g * (cdf + x * pdf);
+  }
+};
+
 struct tanh_backward {  // y = tanh(x)
   static constexpr const char* name = "tanh_backward";
   static constexpr OpDTypes dtypes = OpDTypes::floating;
@@ -305,12 +326,12 @@ struct relu_backward {  // x = the input
 // X(entry) for every op; the enums below and both backends' dispatch expand them.
 
 #define LATHE_UNARY_OPS(X)                                                                   \
-  X(neg) X(exp) X(log) X(sqrt) X(rsqrt) X(tanh) X(gelu) X(sigmoid) X(silu) X(relu) X(abs) \
+  X(neg) X(exp) X(log) X(sqrt) X(rsqrt) X(tanh) X(gelu) X(gelu_erf) X(sigmoid) X(silu) X(relu) X(abs) \
   X(square) X(reciprocal) X(sign) X(pow_scalar) X(clamp) X(affine)
 
 #define LATHE_BINARY_OPS(X)                                                                      \
   X(add) X(sub) X(mul) X(div) X(pow) X(maximum) X(minimum) X(eq) X(ne) X(lt) X(le) X(gt) X(ge) \
-  X(gelu_backward) X(tanh_backward) X(sigmoid_backward) X(silu_backward) X(relu_backward)
+  X(gelu_backward) X(gelu_erf_backward) X(tanh_backward) X(sigmoid_backward) X(silu_backward) X(relu_backward)
 
 // Whether entry Op has a kernel for compute type C (bool is its own compute type).
 template <class Op, class C>

@@ -40,7 +40,8 @@ Tensor log(const Tensor& x);
 Tensor sqrt(const Tensor& x);
 Tensor rsqrt(const Tensor& x);
 Tensor tanh(const Tensor& x);
-Tensor gelu(const Tensor& x);  // tanh approximation, as GPT-2
+Tensor gelu(const Tensor& x);      // tanh approximation, as GPT-2
+Tensor gelu_erf(const Tensor& x);  // exact: x Phi(x) (PyTorch's approximate="none")
 Tensor relu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor silu(const Tensor& x);  // x * sigmoid(x)

@@ -71,6 +71,8 @@ struct CudaMath {
   static __host__ __device__ __forceinline__ double sqrt(double x) { return ::sqrt(x); }
   static __host__ __device__ __forceinline__ float tanh(float x) { return tanhf(x); }
   static __host__ __device__ __forceinline__ double tanh(double x) { return ::tanh(x); }
+  static __host__ __device__ __forceinline__ float erf(float x) { return erff(x); }
+  static __host__ __device__ __forceinline__ double erf(double x) { return ::erf(x); }
   static __host__ __device__ __forceinline__ float pow(float x, float y) { return powf(x, y); }
   static __host__ __device__ __forceinline__ double pow(double x, double y) { return ::pow(x, y); }
 };

@@ -97,6 +97,7 @@ const std::vector<Case>& cases() {
       {"relu", [](auto& v) { return relu(v[0]); }, kExact, true},
       {"sigmoid", [](auto& v) { return sigmoid(v[0]); }, kTranscend},
       {"silu", [](auto& v) { return silu(v[0]); }, kTranscend},
+      {"gelu_erf", [](auto& v) { return gelu_erf(v[0]); }, kTranscend},
       {"abs", [](auto& v) { return abs(v[0]); }, kExact, true},
       {"square", [](auto& v) { return square(v[0]); }},
       {"clamp", [](auto& v) { return clamp(v[0], -0.5, 0.5); }, kExact, true},

@@ -19,6 +19,8 @@ struct CpuMath {
   static LATHE_CPU_INLINE double sqrt(double x) { return std::sqrt(x); }
   static LATHE_CPU_INLINE float tanh(float x) { return tanh_f32(x); }
   static LATHE_CPU_INLINE double tanh(double x) { return std::tanh(x); }
+  static LATHE_CPU_INLINE float erf(float x) { return std::erf(x); }
+  static LATHE_CPU_INLINE double erf(double x) { return std::erf(x); }
   static LATHE_CPU_INLINE float pow(float x, float y) { return std::pow(x, y); }
   static LATHE_CPU_INLINE double pow(double x, double y) { return std::pow(x, y); }
 };

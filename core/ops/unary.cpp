@@ -68,6 +68,13 @@ Tensor gelu(const Tensor& x) {
   });
 }
 
+Tensor gelu_erf(const Tensor& x) {
+  Tensor y = unary_kernel(UnaryOp::gelu_erf, x);
+  return record("gelu_erf", y, {x}, [x = x.detach()](const Tensor& g) {
+    return std::vector<Tensor>{backward_kernel(BinaryOp::gelu_erf_backward, x, g)};
+  });
+}
+
 Tensor sigmoid(const Tensor& x) {
   Tensor y = unary_kernel(UnaryOp::sigmoid, x);
   return record("sigmoid", y, {x}, [y = y.detach()](const Tensor& g) {

@@ -251,6 +251,7 @@ for a, ta in DTYPES.items():
 
 # ---- cases added later: drawn after everything above, so that earlier cases keep their values ----
 run("silu", lambda x: F.silu(x), {"x": U * 3})
+run("gelu_erf", lambda x: F.gelu(x, approximate="none"), {"x": U * 3})
 
 
 # ---- writer ----
