@@ -446,8 +446,110 @@ def ref_cases(inp):
     return cases
 
 
+def op_cases(inp):
+    """Cases of the kind "op" wrong in every way the format allows, param_groups and optimizer
+    state of a train case that do not fit the model, and the checker's and the fixtures' bad calls."""
+    f32 = lambda *shape: ("F32", list(shape), struct.pack(f"<{_n(shape)}f", *([0.5] * _n(shape))))
+    f64 = lambda *shape: ("F64", list(shape), struct.pack(f"<{_n(shape)}d", *([0.5] * _n(shape))))
+    i64 = lambda values: ("I64", [len(values)], struct.pack(f"<{len(values)}q", *values))
+    ops = {
+        "unknown": ({"op": "erfinv"}, [f32(2)]),
+        "op_missing": ({}, [f32(2)]),
+        "op_number": ({"op": 7}, [f32(2)]),
+        "args_list": ({"op": "sum", "args": [0]}, [f32(2)]),
+        "arg_unknown": ({"op": "add", "args": {"alpha": 2}}, [f32(2), f32(2)]),
+        "arg_wrong_type": ({"op": "sum", "args": {"dim": "0"}}, [f32(2)]),
+        "arg_missing": ({"op": "softmax"}, [f32(2, 3)]),
+        "arg_bad_choice": ({"op": "gelu", "args": {"approximate": "fast"}}, [f32(2)]),
+        "clamp_no_bound": ({"op": "clamp"}, [f32(2)]),
+        "too_few_operands": ({"op": "add"}, [f32(2)]),
+        "too_many_operands": ({"op": "exp"}, [f32(2), f32(2)]),
+        "no_operands": ({"op": "cat"}, []),
+        "operand_gap": ({"op": "add"}, [f32(2), f32(2)], ["input.0", "input.2"]),
+        "operand_leading_zero": ({"op": "exp"}, [f32(2)], ["input.00"]),
+        "unexpected_tensor": ({"op": "exp"}, [f32(2), f32(2)], ["input.0", "weights"]),
+        "mixed_dtypes": ({"op": "add"}, [f32(2), f64(2)]),
+        "shapes_do_not_broadcast": ({"op": "add"}, [f32(2), f32(3)]),
+        "matmul_mismatch": ({"op": "matmul"}, [f32(2, 3), f32(4, 2)]),
+        "dim_out_of_range": ({"op": "softmax", "args": {"dim": 5}}, [f32(2, 3)]),
+        "embedding_id_out_of_range": ({"op": "embedding"}, [i64([0, 9]), f32(5, 3)]),
+        "embedding_ids_float": ({"op": "embedding"}, [f32(2), f32(5, 3)]),
+        "cross_entropy_target_out_of_range": ({"op": "cross_entropy"}, [f32(2, 5), i64([1, 5])]),
+        "cross_entropy_3d": ({"op": "cross_entropy"}, [f32(2, 2, 5), ("I64", [2, 2], struct.pack("<4q", 0, 1, 2, 3))]),
+        "index_select_negative": ({"op": "index_select", "args": {"dim": 0}}, [f32(4, 2), i64([-1])]),
+        "gather_out_of_range": ({"op": "gather", "args": {"dim": 0}}, [f32(4, 2), ("I64", [1, 2], struct.pack("<2q", 9, 0))]),
+        "where_condition_float": ({"op": "where"}, [f32(2), f32(2), f32(2)]),
+        "grad_output_shape": ({"op": "exp"}, [f32(2), f32(3)], ["input.0", "grad_output"]),
+        "grad_output_dtype": ({"op": "exp"}, [f32(2), f64(2)], ["input.0", "grad_output"]),
+        "huge_broadcast": ({"op": "add"}, [f32(1 << 15, 1), f32(1, 1 << 15)]),
+        "huge_matmul": ({"op": "matmul"}, [f32(1 << 15, 1), f32(1, 1 << 15)]),
+    }
+    cases = []
+    out = inp.path("out/ref_out.safetensors")
+    for label, spec in ops.items():
+        doc, tensors = spec[0], spec[1]
+        names = spec[2] if len(spec) > 2 else [f"input.{k}" for k in range(len(tensors))]
+        body = [(n, d, sh, raw) for n, (d, sh, raw) in zip(names, tensors)]
+        path = inp.write(f"cases/op_{label}.safetensors", safetensors_bytes(body, {"case": json.dumps({"kind": "op", **doc})}))
+        cases.append(Case(f"ref.op.{label}", ["ref", path, out]))
+
+    names = ["transformer.wte.weight", "transformer.wpe.weight"]
+    groups = {
+        "not_list": {"params": names},
+        "empty": [],
+        "missing_param": [{"params": names}],
+        "repeated_param": [{"params": names + ["transformer.wte.weight"]}],
+        "unknown_param": [{"params": ["transformer.wxe.weight"]}],
+        "name_not_string": [{"params": [0]}],
+        "no_params": [{"lr": 0.1}],
+    }
+    for label, g in groups.items():
+        path = edited_case(inp, "train_param_groups.case.safetensors", f"groups_{label}",
+                           edit_spec=setter(param_groups=g))
+        cases.append(Case(f"ref.train.param_groups.{label}", ["ref", path, out]))
+    f32raw = lambda n: struct.pack(f"<{n}f", *([0.5] * n))
+    state = {
+        "unknown_param": add("optimizer_state.transformer.wxe.weight.exp_avg", "F32", [64, 32], f32raw(64 * 32)),
+        "wrong_shape": add("optimizer_state.transformer.wpe.weight.exp_avg", "F32", [3], f32raw(3)),
+        "unknown_key": add("optimizer_state.transformer.wpe.weight.momentum", "F32", [16, 32], f32raw(16 * 32)),
+        "unknown_group": add("optimizer_state.group.9.lr", "F32", [], f32raw(1)),
+    }
+    for label, edit in state.items():
+        path = edited_case(inp, "train_param_groups.case.safetensors", f"state_{label}", edit_tensors=edit)
+        cases.append(Case(f"ref.train.optimizer_state.{label}", ["ref", path, out]))
+    for label, edit in {"return_state_string": setter(return_state="yes"),
+                        "fused_sgd": setter(optimizer={"name": "sgd", "lr": 0.1, "fused": True}),
+                        "fused_string": setter(optimizer={"name": "adamw", "fused": "yes"})}.items():
+        path = edited_case(inp, "train_param_groups.case.safetensors", label, edit_spec=edit)
+        cases.append(Case(f"ref.train.{label}", ["ref", path, out]))
+
+    good = os.path.join(GOLDEN, "check_pairs.want.safetensors")
+    cases += [
+        Case("ref.check.missing_file", ["ref", "--check", good, inp.path("no/such.safetensors")]),
+        Case("ref.check.not_safetensors", ["ref", "--check", inp.write("check/junk.safetensors", b"junk" * 10), good]),
+        Case("ref.check.one_file", ["ref", "--check", good]),
+        Case("ref.check.rtol_alone", ["ref", "--check", good, good, "--rtol", "1e-3"]),
+        Case("ref.check.negative_atol", ["ref", "--check", good, good, "--rtol", "1e-3", "--atol", "-1"]),
+        Case("ref.check.nan_rtol", ["ref", "--check", good, good, "--rtol", "nan", "--atol", "0"]),
+        Case("ref.check.with_case", ["ref", good, out, "--check", good, good]),
+        Case("ref.check.tolerance_without_check", ["ref", good, out, "--rtol", "1e-3", "--atol", "0"]),
+        Case("ref.fixtures.not_empty", ["ref", "--write-fixtures", os.path.dirname(inp.write("fixtures/mine.txt", b"x"))]),
+        Case("ref.fixtures.is_file", ["ref", "--write-fixtures", inp.write("fixtures_file", b"x")]),
+        Case("ref.fixtures.with_check", ["ref", "--write-fixtures", inp.path("fx"), "--check", good, good]),
+    ]
+    return cases
+
+
+def _n(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
 def all_cases(inp):
-    return file_cases(inp) + flag_cases(inp) + usage_cases(inp) + config_cases(inp) + ref_cases(inp)
+    return (file_cases(inp) + flag_cases(inp) + usage_cases(inp) + config_cases(inp) + ref_cases(inp) +
+            op_cases(inp))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -25,6 +25,10 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A command that ran to its end with a negative answer (`ref --check`: a tensor differs) exits
+// with status 1 after its report, which already said why: no error line follows.
+struct NegativeVerdict {};
+
 // A check for an input file option: the path names something stat(2) can reach. Unlike
 // CLI::ExistingFile, which calls every failure "File does not exist", it gives the reason (a loop
 // of symbolic links, no permission); what the file is, the reader checks when it opens it.

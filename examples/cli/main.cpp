@@ -84,6 +84,9 @@ int main(int argc, char** argv) {
     // One line, like every other lathe error; CLI11's own message names the option and the value.
     std::fprintf(stderr, "lathe: %s (see --help)\n", e.what());
     return 2;
+  } catch (const lathe::cli::NegativeVerdict&) {
+    finish();
+    return 1;
   } catch (const lathe::cli::UsageError& e) {
     std::fprintf(stderr, "lathe: %s\n", e.what());
     return 2;

@@ -160,9 +160,57 @@ def train_case():
     print("train_tiny losses", losses)
 
 
+def train_param_groups_case():
+    """Kind "train" with explicit "param_groups": torch.optim.AdamW(model.parameters(), weight_decay=0.1)
+    (every parameter decays, which nanoGPT's grouping cannot say), the embeddings in a group of their
+    own at another lr; "return_state": the optimizer's state comes back under parameter names."""
+    import importlib.util
+    path = os.path.join(HERE, "..", "..", "tools", "torch_gpt_reference.py")
+    spec_ = importlib.util.spec_from_file_location("torch_gpt_reference", path)
+    ref = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(ref)
+    V, block, L, H, C, B, T, steps = 64, 16, 2, 2, 32, 2, 8, 4
+    torch.manual_seed(78)
+    model = ref.GPT(V, block, L, H, C, bias=True)
+    case = {n: p.detach().float().clone() for n, p in model.state_dict().items()}
+    for t in range(steps):
+        case[f"idx.{t}"] = torch.randint(0, V, (B, T))
+        case[f"targets.{t}"] = torch.randint(0, V, (B, T))
+    names = [n for n, _ in model.named_parameters()]
+    embeddings = ["transformer.wte.weight", "transformer.wpe.weight"]
+    groups = [{"params": embeddings, "lr": 1e-3}, {"params": [n for n in names if n not in embeddings]}]
+    opt_spec = {"name": "adamw", "lr": 3e-3, "weight_decay": 0.1}
+    spec = {"kind": "train", "config": {"vocab_size": V, "block_size": block, "n_layer": L, "n_head": H,
+                                        "n_embd": C, "bias": True},
+            "steps": steps, "grad_clip": 1.0, "optimizer": opt_spec, "param_groups": groups, "return_state": True}
+    save_file(case, os.path.join(HERE, "train_param_groups.case.safetensors"), {"case": json.dumps(spec)})
+
+    model = model.double()
+    params = dict(model.named_parameters())
+    opt = torch.optim.AdamW([{"params": [params[n] for n in g["params"]],
+                              **{k: v for k, v in g.items() if k != "params"}} for g in groups],
+                            lr=3e-3, weight_decay=0.1, foreach=False)
+    losses = []
+    for t in range(steps):
+        _, loss = model(case[f"idx.{t}"], case[f"targets.{t}"])
+        losses.append(loss.item())
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    expected = {n: p.detach().float() for n, p in model.state_dict().items()}
+    expected["losses"] = torch.tensor(losses, dtype=torch.float32)
+    for n, p in params.items():
+        for key in ("exp_avg", "exp_avg_sq"):
+            expected[f"optimizer_state.{n}.{key}"] = opt.state[p][key].float()
+    save_file(expected, os.path.join(HERE, "train_param_groups.expected.safetensors"))
+    print("train_param_groups losses", losses)
+
+
 def main():
     torch.set_num_threads(1)
     train_case()
+    train_param_groups_case()
     torch_case("sgd", "sgd", torch.optim.SGD, [
         {"params": [0, 3], "lr": 0.1, "momentum": 0.9, "dampening": 0.1, "weight_decay": 0.01},
         {"params": [1, 4], "lr": 0.05, "momentum": 0.8, "nesterov": True, "maximize": True},

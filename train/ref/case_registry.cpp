@@ -8,6 +8,7 @@ namespace lathe::app {
 
 const std::vector<CaseKind>& case_kinds() {
   static const std::vector<CaseKind> kinds = {
+      {"op", run_op_case},
       {"gpt", run_gpt_case},
       {"optim", run_optim_case},
       {"train", run_train_case},

@@ -5,15 +5,20 @@
 //     loss.backward(); clip_grad_norm_(params, grad_clip) if grad_clip != 0
 //     optimizer.step(); optimizer.zero_grad(set_to_none=True)
 //
-// That is train_step (train/train_step.h), the step `lathe train` takes. The optimizer spec
-// {"name": "sgd" | "adam" | "adamw" | "prodigy", <PyTorch option names>} is built as nanoGPT's
+// That is train_step (train/train_step.h), the step `lathe train` takes. Dropout is off. The
+// optimizer spec {"name": "sgd" | "adam" | "adamw" | "prodigy", "fused"?, <PyTorch option names>}
+// goes over the case's "param_groups" when it lists them; without them it is built as nanoGPT's
 // configure_optimizers builds AdamW (train/nanogpt_groups.h): parameters with 2 or more dims take
-// the given weight_decay, the others (biases, LayerNorm weights) weight_decay 0. Dropout is off.
+// the given weight_decay, the others (biases, LayerNorm weights) weight_decay 0. The optimizer can
+// start from given state (optimizer_state.* tensors, a resumed run) and return its state
+// ("return_state": true), so that a run can be cut in two cases.
+#include <map>
 #include <memory>
 
 #include "core/error.h"
 #include "core/ops.h"
 #include "nn/gpt.h"
+#include "serialize/json_document.h"
 #include "train/nanogpt_groups.h"
 #include "train/optimizer_registry.h"
 #include "train/ref/case_model.h"
@@ -26,21 +31,118 @@ namespace {
 
 constexpr const char* K = "case kind \"train\": ";
 
-// The case's optimizer spec {"name", <PyTorch option names>} over nanoGPT's groups: the options
-// go to the groups (train/nanogpt_groups.h), the optimizer's defaults stay PyTorch's.
-std::unique_ptr<optim::Optimizer> case_optimizer(const nlohmann::json& spec, const nn::GPT& model) {
+// The case's explicit "param_groups": [{"params": [parameter names], <option overrides>}, ...],
+// each parameter of the model in exactly one group, in PyTorch's way of listing groups.
+void add_named_param_groups(optim::Optimizer& opt, const nn::Module& model, const nlohmann::json& groups) {
+  LATHE_CHECK(groups.is_array() && !groups.empty(), K,
+              "\"param_groups\" must be a non-empty list of {\"params\": [parameter names], ...}");
+  const auto named = model.named_parameters();
+  std::map<std::string, int64_t> group_of;  // parameter name -> its group, -1 while in none
+  std::string all_names;
+  for (const auto& [name, p] : named) {
+    group_of[name] = -1;
+    all_names += (all_names.empty() ? "" : ", ") + name;
+  }
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const nlohmann::json& g = groups[gi];
+    LATHE_CHECK(g.is_object() && g.contains("params") && g["params"].is_array() && !g["params"].empty(), K,
+                "param_groups[", gi, "] needs \"params\", a non-empty list of parameter names");
+    std::vector<Tensor> params;
+    for (const auto& v : g["params"]) {
+      LATHE_CHECK(v.is_string(), K, "param_groups[", gi, "] lists ", serialize::quote_json(v),
+                  ", which is not a parameter name");
+      const std::string name = v;
+      auto it = group_of.find(name);
+      LATHE_CHECK(it != group_of.end(), K, "param_groups[", gi, "] names \"", name,
+                  "\", which is not a parameter of the model (its parameters: ", all_names, ")");
+      LATHE_CHECK(it->second < 0, K, "parameter \"", name, "\" is in param_groups[", it->second,
+                  "] and again in param_groups[", gi, "]");
+      it->second = int64_t(gi);
+      for (const auto& [n, p] : named)
+        if (n == name) params.push_back(p);
+    }
+    nlohmann::json overrides = g;
+    overrides.erase("params");
+    try {
+      opt.add_param_group(params, overrides);
+    } catch (const Error& e) {
+      LATHE_FAIL(K, "param_groups[", gi, "]: ", e.what());
+    }
+  }
+  for (const auto& [name, p] : named)
+    LATHE_CHECK(group_of.at(name) >= 0, K, "parameter \"", name, "\" is in no group of \"param_groups\"");
+}
+
+// The case's optimizer: {"name", "fused"?, <PyTorch option names>}. The options are the
+// optimizer's own (its constructor's, as torch.optim.AdamW(groups, lr=...) takes them); the
+// groups are the case's "param_groups" when it has them, else nanoGPT's (train/nanogpt_groups.h).
+std::unique_ptr<optim::Optimizer> case_optimizer(const nlohmann::json& doc, const nn::GPT& model) {
+  const nlohmann::json& spec = doc["optimizer"];
   LATHE_CHECK(spec.is_object() && spec.contains("name") && spec["name"].is_string(), K,
               "\"optimizer\" must be an object with a \"name\" (", optimizer_names(), ")");
   nlohmann::json options = spec;
   options.erase("name");
+  options.erase("fused");
+  const nlohmann::json fused = spec.value("fused", nlohmann::json(false));
+  LATHE_CHECK(fused.is_boolean(), K, "\"fused\" of the optimizer must be true or false, got ",
+              serialize::quote_json(fused));
+  const bool explicit_groups = doc.contains("param_groups");
   std::unique_ptr<optim::Optimizer> opt;
   try {
-    opt = make_optimizer(spec["name"].get<std::string>(), nlohmann::json::object(), /*fused=*/false);
+    opt = make_optimizer(spec["name"].get<std::string>(), explicit_groups ? options : nlohmann::json::object(),
+                         fused.get<bool>());
   } catch (const Error& e) {
     LATHE_FAIL(K, e.what());
   }
-  add_nanogpt_param_groups(*opt, model, options);
+  if (explicit_groups) add_named_param_groups(*opt, model, doc["param_groups"]);
+  else add_nanogpt_param_groups(*opt, model, options);
   return opt;
+}
+
+// Optimizer state in a case, under names another implementation can produce:
+// "optimizer_state.<parameter name>.<key>", "optimizer_state.group.<g>.<key>" and
+// "optimizer_state.global.<key>"; the optimizer's own names number the parameters instead.
+constexpr const char* kStatePrefix = "optimizer_state.";
+
+std::map<TensorImpl*, std::string> parameter_names(const nn::Module& model) {
+  std::map<TensorImpl*, std::string> out;
+  for (const auto& [name, p] : model.named_parameters()) out[p.id()] = name;
+  return out;
+}
+
+std::string case_state_name(const optim::StateEntry& e, const optim::Optimizer& opt,
+                            const std::map<TensorImpl*, std::string>& names) {
+  if (e.scope == optim::StateScope::param) return kStatePrefix + names.at(opt.param(e.index).id()) + "." + e.key;
+  return kStatePrefix + e.name;  // "group.<g>.<key>", "global.<key>"
+}
+
+// The case's optimizer_state.* tensors, loaded into `opt` under its own names.
+void load_case_state(const serialize::SafetensorsFile& c, optim::Optimizer& opt, const nn::Module& model) {
+  std::map<std::string, int64_t> index_of;  // parameter name -> the optimizer's number
+  const auto names = parameter_names(model);
+  for (size_t i = 0; i < opt.num_params(); ++i) index_of[names.at(opt.param(int64_t(i)).id())] = int64_t(i);
+  std::map<std::string, optim::StateSource> sources;
+  for (const auto& [name, t] : c.tensors) {
+    if (name.rfind(kStatePrefix, 0) != 0) continue;
+    const std::string rest = name.substr(std::string(kStatePrefix).size());
+    if (rest.rfind("group.", 0) == 0 || rest.rfind("global.", 0) == 0) {
+      sources[rest] = optim::StateSource{t};
+      continue;
+    }
+    const auto dot = rest.rfind('.');
+    const std::string param = dot == std::string::npos ? "" : rest.substr(0, dot);
+    auto it = index_of.find(param);
+    LATHE_CHECK(it != index_of.end(), K, "state tensor \"", name,
+                "\" names no parameter the optimizer holds (expected optimizer_state.<parameter name>.<key>, "
+                "optimizer_state.group.<g>.<key> or optimizer_state.global.<key>)");
+    sources["param." + std::to_string(it->second) + rest.substr(dot)] = optim::StateSource{t};
+  }
+  if (sources.empty()) return;
+  try {
+    opt.load_state(sources);
+  } catch (const Error& e) {
+    LATHE_FAIL(K, "optimizer_state: ", e.what());
+  }
 }
 
 // t for "<prefix><t>" written the way the case format writes it (decimal, no sign, no leading
@@ -54,6 +156,7 @@ int64_t step_of(const std::string& name, const std::string& prefix) {
 }
 
 bool is_step_input(const std::string& name, int64_t steps) {
+  if (name.rfind(kStatePrefix, 0) == 0) return true;  // read by load_case_state
   for (const char* prefix : {"idx.", "targets."}) {
     const int64_t t = step_of(name, prefix);
     if (t >= 0 && t < steps) return true;
@@ -92,7 +195,7 @@ RefOutput run_train_case(const serialize::SafetensorsFile& c, const nlohmann::js
   const double grad_clip = spec.value("grad_clip", 0.0);
   LATHE_CHECK(grad_clip >= 0, K, "invalid grad_clip = ", grad_clip, " (must be >= 0; 0 = no clipping)");
   auto model_ptr = case_gpt(c, spec, device, "train", [steps](const std::string& n) { return is_step_input(n, steps); },
-                            "idx.<t> / targets.<t> for t < " + std::to_string(steps));
+                            "idx.<t> / targets.<t> for t < " + std::to_string(steps) + " / optimizer_state.*");
   nn::GPT& model = *model_ptr;
   model.train();
 
@@ -104,7 +207,11 @@ RefOutput run_train_case(const serialize::SafetensorsFile& c, const nlohmann::js
                 shape_str(targets.back().shape()), " must have the shape of idx.", s, " ", shape_str(idx.back().shape()));
   }
 
-  auto opt = case_optimizer(spec["optimizer"], model);
+  auto opt = case_optimizer(spec, model);
+  load_case_state(c, *opt, model);
+  const nlohmann::json return_state = spec.value("return_state", nlohmann::json(false));
+  LATHE_CHECK(return_state.is_boolean(), K, "\"return_state\" must be true or false, got ",
+              serialize::quote_json(return_state));
   std::vector<float> losses;
   for (int64_t s = 0; s < steps; ++s)
     losses.push_back(float(train_step(model, *opt, idx[size_t(s)], targets[size_t(s)], grad_clip).loss));
@@ -114,6 +221,11 @@ RefOutput run_train_case(const serialize::SafetensorsFile& c, const nlohmann::js
   for (const auto& [name, p] : model.state_dict()) {
     if (name == "lm_head.weight" && !c.find(name)) continue;
     result.tensors.emplace_back(name, p.detach());
+  }
+  if (return_state.get<bool>()) {
+    const auto names = parameter_names(model);
+    for (const optim::StateEntry& e : opt->state_entries())
+      result.tensors.emplace_back(case_state_name(e, *opt, names), e.tensor);
   }
   return result;
 }

@@ -1,0 +1,97 @@
+// `lathe ref --check` against torch.testing.assert_close: the committed pairs of
+// tests/golden/make_check_pairs.py (equal, within tolerance, on the edge and one representable
+// step past it in every floating dtype, NaN, infinities, integers, booleans, shape and dtype
+// mismatches, missing and extra tensors) get PyTorch's verdict, tensor by tensor, under the
+// default tolerances, under given ones and with equal_nan; and the program's exit status and report.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "serialize/safetensors.h"
+#include "tests/temp_dir.h"
+#include "tests/test_helpers.h"
+#include "train/ref/result_check.h"
+
+using namespace lathe;
+using lathe::testing::TempDir;
+
+namespace {
+
+const std::string kGot = std::string(LATHE_GOLDEN_DIR) + "/check_pairs.got.safetensors";
+const std::string kWant = std::string(LATHE_GOLDEN_DIR) + "/check_pairs.want.safetensors";
+
+void check_setting(const std::string& setting, const app::CheckOptions& options) {
+  const auto got = serialize::read_safetensors(kGot);
+  const auto want = serialize::read_safetensors(kWant);
+  const nlohmann::json torch = nlohmann::json::parse(want.metadata.at("verdicts")).at(setting);
+  const auto verdicts = app::check_results(got, want, options);
+  REQUIRE(verdicts.size() == torch.size());
+  int passes = 0, fails = 0;
+  for (const app::TensorVerdict& v : verdicts) {
+    INFO(setting, ": ", app::format_verdict(v));
+    CHECK(v.pass == torch.at(v.name).get<bool>());
+    (v.pass ? passes : fails) += 1;
+  }
+  CHECK(passes > 10);
+  CHECK(fails > 10);
+}
+
+}  // namespace
+
+TEST_CASE("ref check: the verdicts of torch.testing.assert_close at its default tolerances") {
+  check_setting("default", {});
+}
+
+TEST_CASE("ref check: the verdicts of assert_close at given tolerances and with equal_nan") {
+  app::CheckOptions given;
+  given.tolerance = app::Tolerance{1e-2, 1e-4};
+  check_setting("rtol=0.01,atol=0.0001", given);
+  app::CheckOptions nan;
+  nan.equal_nan = true;
+  check_setting("equal_nan", nan);
+}
+
+TEST_CASE("ref check: default tolerances by dtype are assert_close's") {
+  CHECK(app::default_tolerance(DType::f32).rtol == 1.3e-6);
+  CHECK(app::default_tolerance(DType::f32).atol == 1e-5);
+  CHECK(app::default_tolerance(DType::f64).rtol == 1e-7);
+  CHECK(app::default_tolerance(DType::bf16).rtol == 1.6e-2);
+  CHECK(app::default_tolerance(DType::f16).rtol == 1e-3);
+  CHECK(app::default_tolerance(DType::i64).atol == 0);
+}
+
+TEST_CASE("ref check: the program prints a verdict per tensor and the worst, and exits 0 only when all pass") {
+  TempDir dir;
+  // A file against itself: every tensor passes.
+  const std::string same = dir.file("same.safetensors");
+  serialize::write_safetensors(same, {{"a", Tensor::ones({2, 3})}, {"b", Tensor::zeros({4}, DType::f64)}});
+  auto r = lathe::testing::run_lathe("ref --check '" + same + "' '" + same + "'");
+  CHECK(r.code == 0);
+  CHECK(r.output.find("PASS a [2, 3] f32") != std::string::npos);
+  CHECK(r.output.find("2 of 2 tensors pass") != std::string::npos);
+
+  // The committed pairs: failures, a worst line naming one, exit 1.
+  r = lathe::testing::run_lathe("ref --check '" + kGot + "' '" + kWant + "'");
+  CHECK(r.code == 1);
+  CHECK(r.output.find("FAIL f32.hair_above_0 [64] f32 (rtol 1.3e-06, atol 1e-05): 1 of 64 elements differ") !=
+        std::string::npos);
+  CHECK(r.output.find("FAIL shape.transposed [3, 4] f32: shape [4, 3] but want [3, 4]") != std::string::npos);
+  CHECK(r.output.find("FAIL dtype.f32_vs_f64 [3, 4] f32: dtype f64 but want f32") != std::string::npos);
+  CHECK(r.output.find("FAIL only_in_want [3, 4] f32: missing from") != std::string::npos);
+  CHECK(r.output.find("worst: FAIL") != std::string::npos);
+  CHECK(r.output.find("lathe:") == std::string::npos);  // a verdict, not an error
+
+  // Tolerances come in pairs; bad paths and files are errors naming them.
+  r = lathe::testing::run_lathe("ref --check '" + same + "' '" + same + "' --rtol 1e-3");
+  CHECK(r.code == 2);
+  CHECK(r.output.find("both --rtol and --atol") != std::string::npos);
+  r = lathe::testing::run_lathe("ref --check '" + same + "' '" + dir.file("nope.safetensors") + "'");
+  CHECK(r.code == 2);
+  CHECK(r.output.find("nope.safetensors") != std::string::npos);
+  const std::string junk = dir.write("junk.safetensors", "not a safetensors file");
+  r = lathe::testing::run_lathe("ref --check '" + same + "' '" + junk + "'");
+  CHECK(r.code == 1);
+  CHECK(r.output.find("junk.safetensors") != std::string::npos);
+  r = lathe::testing::run_lathe("ref '" + same + "' '" + same + "' --check '" + same + "' '" + same + "'");
+  CHECK(r.code == 2);
+}
