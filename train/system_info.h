@@ -25,8 +25,4 @@ std::string format_bytes(size_t bytes);
 // "1h02m", "3m05s", "42s": for ETAs.
 std::string format_duration(double seconds);
 
-// Sets the threads used by lathe's CPU kernels (OpenMP, and Eigen's GEMM through it).
-// n <= 0 leaves the default (OMP_NUM_THREADS or one per processor).
-void set_cpu_threads(int n);
-
 }  // namespace lathe::app

@@ -110,7 +110,7 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
   std::string warning;
   options_.threads = capped_threads(options_.threads, &warning);
   if (!warning.empty()) std::fprintf(stderr, "lathe: warning: %s\n", warning.c_str());
-  set_cpu_threads(options_.threads);
+  threads_ = std::make_unique<ThreadGovernor>(options_.threads);
   device_ = Device::parse(options_.device);
   const nn::GPTConfig& cfg = state_.model_choice.config;
   // Refused before anything is allocated: an absurd size would otherwise fail deep inside an
@@ -285,10 +285,11 @@ TrainSummary Trainer::run(std::FILE* log) {
       (long long)cfg.block_size, double(state_.model->num_params()) / 1e6, device_.str().c_str());
   if (resumed_) say("resuming at step %lld of %lld\n", (long long)state_.step, (long long)o.steps);
   say("training %lld steps of %lld x %lld tokens with %s (lr %g -> %g, warmup %lld, weight decay %g, clip %g), "
-      "%d thread%s\n",
+      "%d thread%s%s\n",
       (long long)o.steps, (long long)batch_, (long long)cfg.block_size, o.optimizer.c_str(), o.lr,
       o.effective_min_lr(), (long long)std::min(o.warmup, o.steps - 1), o.weight_decay, o.grad_clip,
-      openmp_max_threads(), openmp_max_threads() == 1 ? "" : "s");
+      openmp_max_threads(), openmp_max_threads() == 1 ? "" : "s",
+      threads_->governs() ? " (the default: as many as other processes leave cores free)" : "");
 
   const double tokens_per_step = double(batch_) * double(cfg.block_size);
   double train_seconds = 0;  // time in training steps only (evaluations excluded), for the ETA
@@ -299,6 +300,7 @@ TrainSummary Trainer::run(std::FILE* log) {
   TrainSummary summary;
 
   while (state_.step < o.steps) {
+    threads_->update();
     const StepResult r = train_step();
     const int64_t step = state_.step;
     train_seconds += r.seconds;

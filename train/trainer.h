@@ -29,6 +29,7 @@
 #include "train/data.h"
 #include "train/model_config.h"
 #include "train/program_state.h"
+#include "train/thread_governor.h"
 #include "train/train_options.h"
 
 namespace lathe::app {
@@ -121,6 +122,7 @@ class Trainer {
   void restore(const serialize::TrainingCheckpoint& ckpt, const ProgramState& program);
 
   TrainOptions options_;
+  std::unique_ptr<ThreadGovernor> threads_;  // the CPU threads, between steps
   Device device_;
   int64_t batch_ = 0;
   std::unique_ptr<TextDataset> data_;

@@ -11,6 +11,7 @@
 #include "train/flops.h"
 #include "train/model_config.h"
 #include "train/system_info.h"
+#include "train/thread_governor.h"
 
 namespace lathe::cli {
 
@@ -57,7 +58,7 @@ void run_bench(const BenchOptions& o) {
   } catch (const Error& e) {
     throw UsageError(e.what());
   }
-  app::set_cpu_threads(o.threads);
+  app::ThreadGovernor threads(o.threads);
   const nn::GPTConfig& c = choice.config;
   const int64_t B = o.batch > 0 ? o.batch : choice.default_batch, T = c.block_size;
 
@@ -67,6 +68,7 @@ void run_bench(const BenchOptions& o) {
   const Tensor x = Tensor::randint(0, c.vocab_size, {B, T}, /*seed=*/1, 0, DType::i64, device);
   const Tensor y = Tensor::randint(0, c.vocab_size, {B, T}, /*seed=*/2, 0, DType::i64, device);
   auto step = [&] {
+    threads.update();
     nn::GPTOutput out = model.forward(x, y);
     opt.zero_grad();
     out.loss.backward();

@@ -1,0 +1,53 @@
+// The default thread count follows the cores other processes leave free (train/thread_governor.h):
+// the arithmetic on two readings, the readings themselves, and what the governor leaves alone.
+#include <doctest/doctest.h>
+
+#include <omp.h>
+#include <stdlib.h>
+
+#include "train/thread_governor.h"
+
+using namespace lathe::app;
+
+TEST_CASE("thread governor: free cores are the cores minus what other processes used") {
+  CpuTimes a{.busy = 1000, .total = 4000, .self = 300, .cores = 2};
+  // 1000 ticks of the 2 cores passed: 900 busy, 400 of them this process's, so others used 500:
+  // half the machine, one core of two.
+  CpuTimes b{.busy = 1900, .total = 5000, .self = 700, .cores = 2};
+  CHECK(free_cores(a, b) == doctest::Approx(1.0));
+  // Nothing but this process busy: both cores free.
+  CpuTimes c{.busy = 2000, .total = 6000, .self = 1800, .cores = 2};
+  CHECK(free_cores(b, c) == doctest::Approx(2.0));
+  // Others took everything: no core free (the governor still keeps one thread).
+  CpuTimes d{.busy = 3000, .total = 7000, .self = 1800, .cores = 2};
+  CHECK(free_cores(c, d) == doctest::Approx(0.0));
+  // No time passed, or the affinity mask changed between readings: all the cores, no guess.
+  CHECK(free_cores(d, d) == doctest::Approx(2.0));
+  CpuTimes e = d;
+  e.cores = 4;
+  e.total += 100;
+  CHECK(free_cores(d, e) == doctest::Approx(4.0));
+}
+
+TEST_CASE("thread governor: reads this machine's counters") {
+  const auto t = read_cpu_times();
+  REQUIRE(t.has_value());  // lathe's CI and users' machines are Linux
+  CHECK(t->cores >= 1);
+  CHECK(t->total >= t->busy);
+  CHECK(t->busy >= 0);
+}
+
+TEST_CASE("thread governor: a chosen count is kept as given") {
+  const int saved = omp_get_max_threads();
+  ThreadGovernor fixed(3);
+  CHECK_FALSE(fixed.governs());
+  CHECK(omp_get_max_threads() == 3);
+  CHECK(fixed.update() == 3);
+  omp_set_num_threads(saved);
+  // OMP_NUM_THREADS is a choice too.
+  setenv("OMP_NUM_THREADS", "2", 1);
+  ThreadGovernor by_env(0);
+  CHECK_FALSE(by_env.governs());
+  unsetenv("OMP_NUM_THREADS");
+  omp_set_num_threads(saved);
+}
