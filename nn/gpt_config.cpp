@@ -22,6 +22,8 @@ const Preset kPresets[] = {
     {"tiny", {256, 64, 2, 2, 64}},
     {"small", {256, 128, 4, 4, 128}},
     {"char", {256, 256, 6, 6, 384}},
+    // nanoGPT's "I only have a MacBook" recipe for shakespeare_char: no biases (nanoGPT's default)
+    {"nanogpt-cpu", {256, 64, 4, 4, 128, /*bias=*/false}},
     {"gpt2", {50304, 1024, 12, 12, 768}},
 };
 

@@ -265,12 +265,16 @@ TEST_CASE("nn: GPT config validation, presets and JSON") {
   c = small_config();
   c.block_size = 0;
   CHECK_THROWS_WITH_AS(GPT{c}, doctest::Contains("block_size must be positive"), Error);
-  CHECK_THROWS_WITH_AS(GPTConfig::preset("huge"), doctest::Contains("tiny, small, char, gpt2"), Error);
+  CHECK_THROWS_WITH_AS(GPTConfig::preset("huge"), doctest::Contains("tiny, small, char, nanogpt-cpu, gpt2"), Error);
   GPTConfig g = GPTConfig::preset("gpt2");
   CHECK(g.vocab_size == 50304);
   CHECK(g.block_size == 1024);
   CHECK(g.n_embd == 768);
   CHECK(GPTConfig::preset("char").n_layer == 6);
+  // nanoGPT's CPU recipe: 4 layers, 4 heads, 128 wide, block 64, no biases (nanoGPT's default)
+  const GPTConfig nano = GPTConfig::preset("nanogpt-cpu");
+  CHECK(nano == GPTConfig{256, 64, 4, 4, 128, false});
+  CHECK(GPT(nano).num_params() == 256 * 128 + 64 * 128 + 4 * (12 * 128 * 128 + 2 * 128) + 128);
 
   c = small_config(false);
   c.dropout = 0.1;

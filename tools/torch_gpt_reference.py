@@ -7,10 +7,10 @@ lathe against. Needs only PyTorch (Debian: `tools/deps.sh --torch`).
     python3 tools/torch_gpt_reference.py bench PRESET [THREADS] [STEPS]
         forward + backward + AdamW steps on random tokens on the CPU; prints one line with
         step_ms=... and tok_per_s=... (tools/bench_cpu.sh reads it)
-    python3 tools/torch_gpt_reference.py train PRESET DATA STEPS LR MIN_LR WARMUP THREADS
+    python3 tools/torch_gpt_reference.py train PRESET DATA STEPS LR MIN_LR WARMUP THREADS [EVAL_ITERS]
         the training loop of `lathe train` on the bytes of DATA (a file, or a directory read in
-        sorted path order; the last 10% is validation), then the mean validation loss over 20
-        batches, in nats per byte
+        sorted path order; the last 10% is validation), then the mean validation loss over
+        EVAL_ITERS (20) batches, in nats per byte
 
 The model, in lathe's terms (nn/gpt.h):
   - token embedding `transformer.wte` and learned positions `transformer.wpe`;
@@ -48,6 +48,8 @@ PRESETS = {
     "small": ((256, 128, 4, 4, 128), 16),
     "char": ((256, 256, 6, 6, 384), 8),  # nanoGPT's shakespeare-char size, about 10.8M parameters
     "gpt2": ((50304, 1024, 12, 12, 768), 4),
+    # nanoGPT's "I only have a MacBook" recipe: no biases anywhere (nanoGPT's bias=False)
+    "nanogpt-cpu": ((256, 64, 4, 4, 128), 12, {"bias": False, "ln_bias": False}),
 }
 
 
@@ -142,8 +144,8 @@ def from_preset(name, **kwargs):
     """The model of a preset and its benchmark batch."""
     if name not in PRESETS:
         raise SystemExit(f"unknown preset {name!r} (presets: {', '.join(PRESETS)})")
-    dims, batch = PRESETS[name]
-    return GPT(*dims, **kwargs), batch
+    dims, batch, *options = PRESETS[name]
+    return GPT(*dims, **{**(options[0] if options else {}), **kwargs}), batch
 
 
 def bench(preset, threads=1, steps=10):
@@ -183,7 +185,7 @@ def read_corpus(path):
     return torch.frombuffer(data, dtype=torch.uint8).long()
 
 
-def train(preset, data, steps, lr, min_lr, warmup, threads):
+def train(preset, data, steps, lr, min_lr, warmup, threads, eval_iters=20):
     torch.set_num_threads(threads)
     torch.manual_seed(1337)
     tokens = read_corpus(data)
@@ -223,7 +225,7 @@ def train(preset, data, steps, lr, min_lr, warmup, threads):
     model.eval()
     val_gen = torch.Generator().manual_seed(7)
     with torch.no_grad():
-        val = sum(model(*batch(val_part, val_gen))[1].item() for _ in range(20)) / 20
+        val = sum(model(*batch(val_part, val_gen))[1].item() for _ in range(eval_iters)) / eval_iters
     print(f"torch {torch.__version__} config={preset} steps={steps} threads={threads} "
           f"train_s={seconds:.1f} val_loss={val:.4f}")
 
@@ -231,8 +233,9 @@ def train(preset, data, steps, lr, min_lr, warmup, threads):
 def main(argv):
     if len(argv) >= 2 and argv[0] == "bench" and len(argv) <= 4:
         bench(argv[1], int(argv[2]) if len(argv) > 2 else 1, int(argv[3]) if len(argv) > 3 else 10)
-    elif len(argv) == 8 and argv[0] == "train":
-        train(argv[1], argv[2], int(argv[3]), float(argv[4]), float(argv[5]), int(argv[6]), int(argv[7]))
+    elif len(argv) in (8, 9) and argv[0] == "train":
+        train(argv[1], argv[2], int(argv[3]), float(argv[4]), float(argv[5]), int(argv[6]), int(argv[7]),
+              *(int(a) for a in argv[8:]))
     else:
         sys.exit(__doc__)
 

@@ -17,6 +17,7 @@ namespace {
 int64_t preset_batch(const std::string& name) {
   if (name == "small") return 16;
   if (name == "gpt2") return 4;
+  if (name == "nanogpt-cpu") return 12;
   return 8;  // tiny, char
 }
 

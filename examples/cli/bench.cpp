@@ -114,12 +114,12 @@ void add_bench_command(CLI::App& app) {
       "products 12 * n_layer * n_embd * seq_len per token (train/flops.h).\n"
       "Compare with: python3 tools/torch_gpt_reference.py bench CONFIG THREADS");
   auto o = std::make_shared<BenchOptions>();
-  cmd->add_option("--config", o->config, "model preset (tiny, small, char, gpt2) or a JSON file")->capture_default_str();
+  cmd->add_option("--config", o->config, "model preset (tiny, small, char, nanogpt-cpu, gpt2) or a JSON file")->capture_default_str();
   cmd->add_option("--steps", o->steps, "timed steps (at most 100000)")->capture_default_str();
   cmd->add_option("--warmup", o->warmup, "untimed steps first (at most 100000)")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu, sim or cuda[:N]")->capture_default_str();
   cmd->add_option("--batch", o->batch, "sequences per step, at most 4096 (default: the preset's: tiny 8, small 16, char 8, gpt2 4)");
-  cmd->add_option("--threads", o->threads, "CPU threads, at most 1024 (default: OMP_NUM_THREADS or all processors)");
+  cmd->add_option("--threads", o->threads, "CPU threads, at most 1024 (default: OMP_NUM_THREADS, else as many as other processes leave cores free, checked as it runs)");
   cmd->add_flag("--json", o->json, "print one JSON line");
   cmd->callback([o] { run_bench(*o); });
 }

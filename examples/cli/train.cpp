@@ -83,7 +83,7 @@ void add_train_command(CLI::App& app) {
   auto o = std::make_shared<app::TrainOptions>();
   cmd->add_option("--data", o->data, "text file or directory (read recursively, sorted by path)")
       ->capture_default_str();
-  cmd->add_option("--config", o->config, "model preset (tiny, small, char, gpt2) or a JSON file of GPTConfig fields")
+  cmd->add_option("--config", o->config, "model preset (tiny, small, char, nanogpt-cpu, gpt2) or a JSON file of GPTConfig fields")
       ->capture_default_str();
   cmd->add_option("--device", o->device, "cpu, sim or cuda[:N]")->capture_default_str();
   const CLI::Validator in_i64 = integer_in_range<int64_t>();
@@ -113,7 +113,7 @@ void add_train_command(CLI::App& app) {
                   "continue the run in DIR from its newest checkpoint (or from a checkpoint FILE) up to --steps; "
                   "bitwise identical to a run that never stopped");
   cmd->add_option("--threads", o->threads,
-                  "CPU threads (default: OMP_NUM_THREADS or all processors; at most 4 x the hardware threads)")
+                  "CPU threads (default: OMP_NUM_THREADS, else as many as other processes leave cores free, checked as it runs; at most 4 x the hardware threads)")
       ->check(integer_in_range<int>());
   cmd->add_option("--out", o->out, "run directory (default: runs/CONFIG)");
   cmd->add_option("--sample-tokens", o->sample_tokens, "bytes of the sample printed at the end; 0: none")

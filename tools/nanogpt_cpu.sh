@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# nanoGPT's "I only have a MacBook" recipe in lathe and in PyTorch, on the same corpus and steps:
+# 4 layers, 4 heads, 128 wide, block 64, batch 12, no biases, dropout 0, 2000 steps, AdamW with
+# lr 1e-3 (100 warm-up steps) cosine-decayed to 1e-4, beta2 0.99, weight decay 0.1 on 2-D weights,
+# gradients clipped at 1. Prints each one's training time and final validation loss (nats per byte,
+# the mean over 200 batches of the last 10% of the corpus).
+#   tools/nanogpt_cpu.sh [CORPUS] [STEPS]     default: Debian's fortunes, 2000
+# PyTorch is Debian's python3-torch (tools/deps.sh --torch), at as many threads as cores.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+corpus="${1:-/usr/share/games/fortunes}"
+steps="${2:-2000}"
+bash tools/deps.sh --torch
+export PATH="$PATH:/usr/local/cuda/bin"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j "$(nproc)" --target lathe >/dev/null
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# One file holding the corpus's text, so that both programs read the same bytes (lathe skips the
+# binary .dat indexes of a fortunes directory; the PyTorch loop reads files as they are).
+if [[ -d "$corpus" ]]; then
+  /usr/bin/python3 - "$corpus" "$tmp/corpus.txt" <<'EOF'
+import os, sys
+root, out = sys.argv[1], sys.argv[2]
+paths = sorted(os.path.join(d, f) for d, dirs, files in os.walk(root, followlinks=True) for f in files
+               if not f.startswith("."))
+with open(out, "wb") as o:
+    for p in paths:
+        if any(part.startswith(".") for part in os.path.relpath(p, root).split(os.sep)) or not os.path.isfile(p):
+            continue
+        data = open(p, "rb").read()
+        if b"\0" not in data[:8192]:
+            o.write(data)
+EOF
+  corpus="$tmp/corpus.txt"
+fi
+
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
+echo "corpus: $corpus, $(stat -c %s "$corpus") bytes; $steps steps"
+
+start=$(date +%s.%N)
+./build/examples/lathe train --data "$corpus" --config nanogpt-cpu --steps "$steps" --lr 1e-3 --min-lr 1e-4 \
+  --warmup 100 --beta2 0.99 --weight-decay 0.1 --grad-clip 1 --eval-interval "$steps" --eval-iters 200 \
+  --sample-tokens 0 --quiet --out "$tmp/lathe-run" >"$tmp/lathe.log" 2>&1 || { cat "$tmp/lathe.log"; exit 1; }
+lathe_s=$(awk "BEGIN { print $(date +%s.%N) - $start }")
+lathe_val=$(grep -o '"val_loss":[0-9.]*' "$tmp/lathe-run/metrics.jsonl" | tail -1 | cut -d: -f2)
+
+line=$(/usr/bin/python3 tools/torch_gpt_reference.py train nanogpt-cpu "$corpus" "$steps" 1e-3 1e-4 100 "$(nproc)" 200)
+torch_s=$(sed -n 's/.*train_s=\([0-9.]*\).*/\1/p' <<<"$line")
+torch_val=$(sed -n 's/.*val_loss=\([0-9.]*\).*/\1/p' <<<"$line")
+
+printf 'lathe:   %6.1f s (the whole run: build of the model, training, evaluation)  val_loss %.4f\n' "$lathe_s" "$lathe_val"
+printf 'PyTorch: %6.1f s (the training loop alone)                                val_loss %.4f\n' "$torch_s" "$torch_val"
+awk "BEGIN { printf \"lathe/PyTorch time %.2f, val_loss difference %+.4f\n\", $lathe_s / $torch_s, $lathe_val - $torch_val }"
