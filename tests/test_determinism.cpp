@@ -3,7 +3,11 @@
 #include <doctest/doctest.h>
 #include <omp.h>
 
+#include <fstream>
+
 #include "core_test_util.h"
+#include "tests/temp_dir.h"
+#include "tests/test_helpers.h"
 
 using namespace lathe;
 using core_test::same_bits;
@@ -45,6 +49,22 @@ TEST_CASE("determinism: large reductions and broadcasts are thread-count invaria
   check_thread_invariant("transcendental", [&] { return gelu(exp(mul(m, 0.1))); });
 }
 
+TEST_CASE("determinism: matrix products are thread-count invariant") {
+  // The shapes of a training step: activations times weights, the weight gradient (a long
+  // inner dim), attention's batched products, and a product too small to split.
+  const Tensor x = Tensor::randn({512, 128}, 11), w = Tensor::randn({128, 384}, 12);
+  check_thread_invariant("activations x weights", [&] { return matmul(x, w); });
+  const Tensor dy = Tensor::randn({512, 384}, 13);
+  check_thread_invariant("weight gradient", [&] { return matmul(x.t(), dy); });
+  const Tensor q = Tensor::randn({8, 4, 64, 32}, 14), k = Tensor::randn({8, 4, 32, 64}, 15);
+  check_thread_invariant("batched attention scores", [&] { return matmul(q, k); });
+  const Tensor big_a = Tensor::randn({1024, 768}, 16), big_b = Tensor::randn({768, 1000}, 17);
+  check_thread_invariant("a large product", [&] { return matmul(big_a, big_b); });
+  check_thread_invariant("a small product", [&] { return matmul(x.narrow(0, 0, 8), w); });
+  const Tensor xd = x.to(DType::f64), wd = w.to(DType::f64);
+  check_thread_invariant("f64", [&] { return matmul(xd, wd); });
+}
+
 TEST_CASE("determinism: accumulating backwards are thread-count invariant") {
   // Many repeated indices: a racing accumulation would sum in a thread-dependent order.
   const int64_t n = 200000;
@@ -67,4 +87,28 @@ TEST_CASE("determinism: accumulating backwards are thread-count invariant") {
     sum(mul(x.expand({n, 8}), g)).backward();
     return x.grad();
   });
+}
+
+TEST_CASE("determinism: a training run's weights do not depend on the thread count") {
+  // train and bench choose the thread count from the machine's load as they run
+  // (train/thread_governor.h); that is safe because every kernel gives the same bits at any count.
+  const lathe::testing::TempDir dir("determinism_threads");
+  std::ofstream(dir.path / "model.json")
+      << R"({"vocab_size": 256, "block_size": 64, "n_layer": 2, "n_head": 2, "n_embd": 64, "batch": 8})";
+  std::ofstream text(dir.path / "corpus.txt");
+  for (int i = 0; i < 400; ++i) text << "line " << i << ": the quick brown fox jumps over the lazy dog. ";
+  text.close();
+  std::string weights[3];
+  for (int threads : {1, 2, 3}) {
+    const std::string out = (dir.path / ("run" + std::to_string(threads))).string();
+    const auto r = lathe::testing::run_lathe("train --quiet --sample-tokens 0 --steps 6 --eval-iters 1 --threads " +
+                                             std::to_string(threads) + " --config " + (dir.path / "model.json").string() +
+                                             " --data " + (dir.path / "corpus.txt").string() + " --out " + out);
+    REQUIRE_MESSAGE(r.code == 0, r.output);
+    std::ifstream f(out + "/model.safetensors", std::ios::binary);
+    weights[threads - 1] = std::string(std::istreambuf_iterator<char>(f), {});
+  }
+  CHECK(!weights[0].empty());
+  CHECK(weights[0] == weights[1]);
+  CHECK(weights[0] == weights[2]);
 }

@@ -5,15 +5,17 @@
 // only a view that is neither (e.g. a strided slice in both dims) is copied first. Batch dims
 // are walked by offsets: a broadcast (stride-0) batch dim is never materialised.
 //
-// Threads: a batch of small products is split over OpenMP threads, one whole product per thread
-// (Eigen notices it is inside a parallel region and stays single-threaded); a single large product
-// lets Eigen parallelise the GEMM itself over the OpenMP threads.
+// Threads: every product splits into tiles of its output by its shape alone (`tiling_of`), and the
+// tiles (of every batch element) are spread over OpenMP threads, each computed by Eigen on one
+// thread. Eigen's own threading is off: it picks its blocking, and so the order in which it sums
+// over the inner dim, from the thread count, which made a product's bits depend on how many
+// threads ran it. With a fixed tiling every thread count computes every element the same way, so
+// the thread count (which train and bench change with the machine's load) never changes a result.
 
 // GCC 12 reports a false "may be used uninitialized" inside Eigen's AVX-512 GEMM kernels.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <Eigen/Core>
 
-#include <omp.h>
 
 #include "core/cpu/loops.h"
 
@@ -51,8 +53,9 @@ Tensor compact_copy(const Tensor& t, DType dtype) {
   return dst.expand(t.shape());
 }
 
+// C (M x N, row-major, rows ldc apart) = A (M x K) * B (K x N), on the calling thread.
 template <class T, int OrderA, int OrderB>
-void gemm(const T* a, int64_t a_outer, const T* b, int64_t b_outer, T* c, int64_t M, int64_t N,
+void gemm(const T* a, int64_t a_outer, const T* b, int64_t b_outer, T* c, int64_t ldc, int64_t M, int64_t N,
           int64_t K) {
   using Stride = Eigen::OuterStride<>;
   using MatA = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, OrderA>;
@@ -60,8 +63,34 @@ void gemm(const T* a, int64_t a_outer, const T* b, int64_t b_outer, T* c, int64_
   using MatC = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   Eigen::Map<const MatA, Eigen::Unaligned, Stride> A(a, M, K, Stride(a_outer));
   Eigen::Map<const MatB, Eigen::Unaligned, Stride> B(b, K, N, Stride(b_outer));
-  Eigen::Map<MatC> C(c, M, N);
+  Eigen::Map<MatC, Eigen::Unaligned, Stride> C(c, M, N, Stride(ldc));
   C.noalias() = A * B;
+}
+
+// Eigen's GEMM stays on the thread that calls it (see the top of this file); set once, before
+// the first product.
+const bool kEigenSingleThreaded = [] {
+  Eigen::setNbThreads(1);
+  return true;
+}();
+
+// The tiles of one M x N x K product: rows x cols blocks of the output, from the shape alone.
+// Tiles are at least 64 x 64 (Eigen's kernels pack such panels efficiently, and re-packing an
+// operand per tile then costs a few percent) and hold at least kMinTileWork multiply-adds; a
+// product makes at most kMaxTiles of them, enough to keep 16 threads busy.
+struct Tiling {
+  int64_t rows, cols;
+};
+
+constexpr int64_t kMinTileWork = int64_t(1) << 20;
+constexpr int64_t kMaxTiles = 8;
+
+Tiling tiling_of(int64_t M, int64_t N, int64_t K) {
+  const int64_t work = M * N * std::max<int64_t>(K, 1);
+  const int64_t by_work = std::max<int64_t>(1, std::min(kMaxTiles, work / kMinTileWork));
+  const int64_t row_blocks = std::max<int64_t>(1, std::min(by_work, M / 128));
+  const int64_t col_blocks = std::max<int64_t>(1, std::min(by_work / row_blocks, N / 128));
+  return {(M + row_blocks - 1) / row_blocks, (N + col_blocks - 1) / col_blocks};
 }
 
 template <class T>
@@ -95,28 +124,27 @@ void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
   const T* pa = static_cast<const T*>(a.data_ptr());
   const T* pb = static_cast<const T*>(b.data_ptr());
   T* pc = static_cast<T*>(out.data_ptr());
-  auto one = [&](int64_t i) {
-    const T* ai = pa + a_off[size_t(i)];
-    const T* bi = pb + b_off[size_t(i)];
-    T* ci = pc + i * M * N;
+  // A batch of many products needs no tiles: whole products are work enough for every thread.
+  const Tiling tile = batch >= kMaxTiles ? Tiling{M, N} : tiling_of(M, N, K);
+  const int64_t row_tiles = (M + tile.rows - 1) / tile.rows, col_tiles = (N + tile.cols - 1) / tile.cols;
+  const int64_t tiles = row_tiles * col_tiles;
+  // Work item w: batch element w / tiles, tile w % tiles; the A rows and B columns of a tile
+  // start at an offset that depends on the operand's layout.
+  auto run = [&](int64_t w) {
+    const int64_t i = w / tiles, r0 = (w % tiles) / col_tiles * tile.rows, c0 = (w % tiles) % col_tiles * tile.cols;
+    const int64_t m = std::min(tile.rows, M - r0), n = std::min(tile.cols, N - c0);
+    const T* ai = pa + a_off[size_t(i)] + r0 * (la.row_major ? la.outer : 1);
+    const T* bi = pb + b_off[size_t(i)] + c0 * (lb.row_major ? 1 : lb.outer);
+    T* ci = pc + i * M * N + r0 * N + c0;
     constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
-    if (la.row_major && lb.row_major) gemm<T, R, R>(ai, la.outer, bi, lb.outer, ci, M, N, K);
-    else if (la.row_major) gemm<T, R, C>(ai, la.outer, bi, lb.outer, ci, M, N, K);
-    else if (lb.row_major) gemm<T, C, R>(ai, la.outer, bi, lb.outer, ci, M, N, K);
-    else gemm<T, C, C>(ai, la.outer, bi, lb.outer, ci, M, N, K);
+    if (la.row_major && lb.row_major) gemm<T, R, R>(ai, la.outer, bi, lb.outer, ci, N, m, n, K);
+    else if (la.row_major) gemm<T, R, C>(ai, la.outer, bi, lb.outer, ci, N, m, n, K);
+    else if (lb.row_major) gemm<T, C, R>(ai, la.outer, bi, lb.outer, ci, N, m, n, K);
+    else gemm<T, C, C>(ai, la.outer, bi, lb.outer, ci, N, m, n, K);
   };
-
-  // Below about 128^3 multiply-adds Eigen's own threading gains little; whole products per
-  // thread also win whenever there are several per thread.
-  const int64_t work = M * N * K;
-  const int64_t threads = omp_get_max_threads();
-  const bool by_batch = batch > 1 && (work < (int64_t(1) << 21) || batch >= 4 * threads);
-  if (by_batch) {
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < batch; ++i) one(i);
-  } else {
-    for (int64_t i = 0; i < batch; ++i) one(i);
-  }
+  cpu::parallel_for(batch * tiles, 1, [&](int64_t w0, int64_t w1) {
+    for (int64_t w = w0; w < w1; ++w) run(w);
+  });
 }
 
 }  // namespace
