@@ -87,11 +87,14 @@ int main() {
   serialize::save_training_state(path, ref);
   std::vector<double> uninterrupted = train(a, data, 5);  // steps 6 to 10 of the run that never stopped
   // [/tutorial:save]
+  // [tutorial:contents]
+  // A checkpoint is a plain safetensors file: any reader opens it.
   serialize::SafetensorsFile file = serialize::read_safetensors(path);
   std::cout << file.tensors.size() << " tensors, for example:\n";
   for (const char* name : {"transformer.wte.weight", "optim.param.0.exp_avg", "optim.param.0.step",
                            "optim.global.step"})
     std::cout << "  " << name << " " << file.at(name).desc() << "\n";
+  // [/tutorial:contents]
 
   tutorial::part("damage");
   // [tutorial:damage]
@@ -131,6 +134,7 @@ int main() {
     std::printf("step %zu  uninterrupted %.6f  resumed %.6f  %s\n", i + 6, uninterrupted[i], resumed[i],
                 std::memcmp(&uninterrupted[i], &resumed[i], sizeof(double)) == 0 ? "bitwise equal" : "DIFFERENT");
   // [/tutorial:resume]
+  tutorial::part("weights");
   // [tutorial:weights]
   bool same = true;
   std::vector<Tensor> pa = a.model->parameters(), pb = b.model->parameters();
