@@ -18,6 +18,7 @@ bool bitwise_equal(const Tensor& a, const Tensor& b) {
   return va.size() == vb.size() && std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)) == 0;
 }
 
+// [tutorial:gpu-count]
 // GPUs present: 0 when the build has no CUDA backend, or has one but the machine has no GPU (then
 // backend_for(cuda:0) throws, naming the problem).
 int gpu_count() {
@@ -28,6 +29,7 @@ int gpu_count() {
     return 0;
   }
 }
+// [/tutorial:gpu-count]
 
 int main() {
   std::cout << std::boolalpha;
