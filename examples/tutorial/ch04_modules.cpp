@@ -28,9 +28,11 @@ class TwoLayer : public nn::Module {
 };
 // [/tutorial:module]
 
+// [tutorial:print]
 void print_params(const nn::Module& m) {
   for (const auto& [name, p] : m.named_parameters()) std::cout << "  " << name << " " << p.desc() << "\n";
 }
+// [/tutorial:print]
 
 int main() {
   std::cout << std::boolalpha;

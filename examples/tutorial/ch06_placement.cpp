@@ -12,11 +12,13 @@
 
 using namespace lathe;
 
+// [tutorial:grads]
 // One forward and backward on the layer's device, so that every parameter has a gradient.
 void make_grads(const nn::Linear& layer) {
   Tensor x = Tensor::ones({4, 3}, DType::f32, layer.weight.device());
   sum(square(layer.forward(x))).backward();
 }
+// [/tutorial:grads]
 
 // [tutorial:show]
 void show_state(const optim::Optimizer& opt) {
