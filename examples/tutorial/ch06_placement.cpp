@@ -32,7 +32,8 @@ int main() {
   std::cout << std::boolalpha;
   tutorial::part("sgd");
   // [tutorial:sgd]
-  // One SGD step by hand: p <- p - lr * (g + momentum buffer). The buffer is the only state.
+  // SGD with momentum, as PyTorch: buf <- momentum * buf + g, then p <- p - lr * buf. The buffer
+  // (the first gradient at the first step) is the only state.
   Tensor p = Tensor::from_vector<float>({1, 2}, {2}).requires_grad_();
   optim::SGD sgd({p}, {{"lr", 0.1}, {"momentum", 0.9}});
   for (int i = 0; i < 2; ++i) {
