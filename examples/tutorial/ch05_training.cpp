@@ -73,7 +73,7 @@ int main() {
     Tensor loss = model.forward(xy.x, xy.y).loss;   // forward: mean cross-entropy
     loss.backward();                                // gradients into every parameter's .grad
     double norm = optim::clip_grad_norm(model.parameters(), 1.0).item();
-    opt.set_lr_all(schedule.lr(step));             // the schedule sets this step's LR
+    opt.set_lr_all(schedule.lr(step));              // the schedule sets this step's LR
     opt.step();                                     // the update
     opt.zero_grad();                                // clear .grad for the next step
     if ((step + 1) % 40 == 0)
