@@ -37,16 +37,16 @@ int main() {
   // [tutorial:setup]
   app::set_cpu_threads(1);  // a model this small gains nothing from threads
   nn::GPTConfig cfg;
-  cfg.vocab_size = 256, cfg.block_size = block_size, cfg.n_layer = 2, cfg.n_head = 2, cfg.n_embd = 48;
+  cfg.vocab_size = 256, cfg.block_size = block_size, cfg.n_layer = 2, cfg.n_head = 2, cfg.n_embd = 32;
   nn::GPT model(cfg, /*seed=*/1337);
   model.to(DType::f64);  // see the chapter: the printed losses are then the same on every CPU
   optim::AdamW opt;      // no parameters yet: nanoGPT's two groups follow
-  app::add_nanogpt_param_groups(opt, model, {{"lr", 3e-3}, {"weight_decay", 0.1}, {"betas", {0.9, 0.99}}});
+  app::add_nanogpt_param_groups(opt, model, {{"lr", 5e-3}, {"weight_decay", 0.1}, {"betas", {0.9, 0.99}}});
   for (size_t g = 0; g < opt.param_groups().size(); ++g)
     std::cout << "group " << g << ": " << opt.param_groups()[g].params.size() << " tensors, weight_decay "
               << opt.param_groups()[g].number("weight_decay") << "\n";
-  const int64_t steps = 200;
-  optim::WarmupCosineLr schedule(/*lr=*/3e-3, /*warmup_iters=*/20, /*lr_decay_iters=*/steps, /*min_lr=*/3e-4);
+  const int64_t steps = 150;
+  optim::WarmupCosineLr schedule(/*lr=*/5e-3, /*warmup_iters=*/15, /*lr_decay_iters=*/steps, /*min_lr=*/5e-4);
   // [/tutorial:setup]
 
   // [tutorial:evaluate]
@@ -76,7 +76,7 @@ int main() {
     opt.set_lr_all(schedule.lr(step));              // the schedule sets this step's LR
     opt.step();                                     // the update
     opt.zero_grad();                                // clear .grad for the next step
-    if ((step + 1) % 40 == 0)
+    if ((step + 1) % 30 == 0)
       std::printf("step %3lld  loss %.4f  lr %.5f  grad norm %.3f\n", (long long)(step + 1), loss.item(),
                   schedule.lr(step), norm);
   }
