@@ -105,15 +105,6 @@ struct gelu {
   }
 };
 
-struct sigmoid {
-  static constexpr const char* name = "sigmoid";
-  static constexpr OpDTypes dtypes = OpDTypes::floating;
-  template <class M, class C> LATHE_SCALAR static C apply(C x, const OpScalars<C>&) {
-    return C(1) / (C(1) + M::exp(-x));
-  }
-};
-
-// SiLU (swish): x * sigmoid(x), written as PyTorch computes it.
 // GELU without the approximation (PyTorch's approximate="none"): x Phi(x), Phi the normal CDF.
 struct gelu_erf {
   static constexpr const char* name = "gelu_erf";
@@ -123,6 +114,15 @@ struct gelu_erf {
   }
 };
 
+struct sigmoid {
+  static constexpr const char* name = "sigmoid";
+  static constexpr OpDTypes dtypes = OpDTypes::floating;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, const OpScalars<C>&) {
+    return C(1) / (C(1) + M::exp(-x));
+  }
+};
+
+// SiLU (swish): x * sigmoid(x), written as PyTorch computes it.
 struct silu {
   static constexpr const char* name = "silu";
   static constexpr OpDTypes dtypes = OpDTypes::floating;

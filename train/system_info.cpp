@@ -120,4 +120,8 @@ std::string format_duration(double seconds) {
   return buf;
 }
 
+void set_cpu_threads(int n) {
+  if (n > 0) omp_set_num_threads(n);
+}
+
 }  // namespace lathe::app

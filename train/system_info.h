@@ -25,4 +25,9 @@ std::string format_bytes(size_t bytes);
 // "1h02m", "3m05s", "42s": for ETAs.
 std::string format_duration(double seconds);
 
+// Sets the threads used by lathe's CPU kernels (OpenMP, and Eigen's GEMM through it) for a
+// program that picks its own count; n <= 0 leaves the default. (train and bench follow the free
+// cores instead: train/thread_governor.h.) Results do not depend on the count.
+void set_cpu_threads(int n);
+
 }  // namespace lathe::app
