@@ -119,14 +119,33 @@ def prodigy_case(name, groups, seed, zero_param=None, d0=None):
                None if d0 is None else {"d0": d0})
 
 
-def train_case():
-    """Kind "train": nanoGPT's loop (AdamW with decay / no-decay groups, grad clip) on the reference
-    GPT of tools/torch_gpt_reference.py, computed in float64 from float32 inputs."""
+def reference_model_module():
+    """tools/torch_gpt_reference.py, imported by path."""
     import importlib.util
     path = os.path.join(HERE, "..", "..", "tools", "torch_gpt_reference.py")
     spec_ = importlib.util.spec_from_file_location("torch_gpt_reference", path)
     ref = importlib.util.module_from_spec(spec_)
     spec_.loader.exec_module(ref)
+    return ref
+
+
+def nanogpt_steps(model, opt, case, steps):
+    """nanoGPT's loop on the case's idx.<t> / targets.<t>: the loss of each step, before its update."""
+    losses = []
+    for t in range(steps):
+        _, loss = model(case[f"idx.{t}"], case[f"targets.{t}"])
+        losses.append(loss.item())
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return losses
+
+
+def train_case():
+    """Kind "train": nanoGPT's loop (AdamW with decay / no-decay groups, grad clip) on the reference
+    GPT of tools/torch_gpt_reference.py, computed in float64 from float32 inputs."""
+    ref = reference_model_module()
     V, block, L, H, C, B, T, steps = 64, 16, 2, 2, 32, 2, 8, 4
     torch.manual_seed(77)
     model = ref.GPT(V, block, L, H, C, bias=True)
@@ -146,14 +165,7 @@ def train_case():
     nodecay = [p for p in params.values() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": nodecay, "weight_decay": 0.0}],
                             lr=3e-3, betas=(0.9, 0.95), foreach=False)
-    losses = []
-    for t in range(steps):
-        _, loss = model(case[f"idx.{t}"], case[f"targets.{t}"])
-        losses.append(loss.item())
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+    losses = nanogpt_steps(model, opt, case, steps)
     expected = {n: p.detach().float() for n, p in model.state_dict().items()}
     expected["losses"] = torch.tensor(losses, dtype=torch.float32)
     save_file(expected, os.path.join(HERE, "train_tiny.expected.safetensors"))
@@ -164,11 +176,7 @@ def train_param_groups_case():
     """Kind "train" with explicit "param_groups": torch.optim.AdamW(model.parameters(), weight_decay=0.1)
     (every parameter decays, which nanoGPT's grouping cannot say), the embeddings in a group of their
     own at another lr; "return_state": the optimizer's state comes back under parameter names."""
-    import importlib.util
-    path = os.path.join(HERE, "..", "..", "tools", "torch_gpt_reference.py")
-    spec_ = importlib.util.spec_from_file_location("torch_gpt_reference", path)
-    ref = importlib.util.module_from_spec(spec_)
-    spec_.loader.exec_module(ref)
+    ref = reference_model_module()
     V, block, L, H, C, B, T, steps = 64, 16, 2, 2, 32, 2, 8, 4
     torch.manual_seed(78)
     model = ref.GPT(V, block, L, H, C, bias=True)
@@ -190,14 +198,7 @@ def train_param_groups_case():
     opt = torch.optim.AdamW([{"params": [params[n] for n in g["params"]],
                               **{k: v for k, v in g.items() if k != "params"}} for g in groups],
                             lr=3e-3, weight_decay=0.1, foreach=False)
-    losses = []
-    for t in range(steps):
-        _, loss = model(case[f"idx.{t}"], case[f"targets.{t}"])
-        losses.append(loss.item())
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+    losses = nanogpt_steps(model, opt, case, steps)
     expected = {n: p.detach().float() for n, p in model.state_dict().items()}
     expected["losses"] = torch.tensor(losses, dtype=torch.float32)
     for n, p in params.items():

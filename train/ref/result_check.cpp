@@ -112,32 +112,27 @@ std::string number(double x) {
   return os.str();
 }
 
+// The verdict on a tensor only one file holds: a failure, with no elements compared.
+TensorVerdict unmatched(const std::string& name, const Tensor& t, std::string problem) {
+  TensorVerdict v;
+  v.name = name;
+  v.shape = t.shape();
+  v.dtype = t.dtype();
+  v.problem = std::move(problem);
+  return v;
+}
+
 }  // namespace
 
 std::vector<TensorVerdict> check_results(const serialize::SafetensorsFile& got, const serialize::SafetensorsFile& want,
                                          const CheckOptions& options) {
   std::vector<TensorVerdict> out;
   for (const auto& [name, w] : want.tensors) {
-    if (const Tensor* g = got.find(name)) {
-      out.push_back(compare_tensor(name, *g, w, options));
-    } else {
-      TensorVerdict v;
-      v.name = name;
-      v.shape = w.shape();
-      v.dtype = w.dtype();
-      v.problem = "missing from " + got.path;
-      out.push_back(v);
-    }
+    const Tensor* g = got.find(name);
+    out.push_back(g ? compare_tensor(name, *g, w, options) : unmatched(name, w, "missing from " + got.path));
   }
-  for (const auto& [name, g] : got.tensors) {
-    if (want.find(name)) continue;
-    TensorVerdict v;
-    v.name = name;
-    v.shape = g.shape();
-    v.dtype = g.dtype();
-    v.problem = "not in " + want.path;
-    out.push_back(v);
-  }
+  for (const auto& [name, g] : got.tensors)
+    if (!want.find(name)) out.push_back(unmatched(name, g, "not in " + want.path));
   return out;
 }
 
