@@ -270,3 +270,43 @@ TEST_CASE("ref fixtures: the pack's cases give its answers again, bitwise, from 
   CHECK_THROWS_WITH_AS(app::write_fixtures(other, Device::cpu()), doctest::Contains("holds no fixtures pack"), Error);
   CHECK(std::distance(fs::directory_iterator(other), fs::directory_iterator()) == 1);
 }
+
+TEST_CASE("ref optim and train: groups as PyTorch's param_groups list them are accepted as they are") {
+  // foreach, capturable, differentiable, fused and an LR scheduler's initial_lr choose PyTorch's
+  // implementation or record its schedule; with neutral values they change nothing.
+  auto c = serialize::read_safetensors(kGolden + "/optim_adamw.case.safetensors");
+  const auto plain = answer(c, Device::cpu());
+  nlohmann::json doc = nlohmann::json::parse(c.metadata.at("case"));
+  for (auto& g : doc["groups"])
+    g.update({{"foreach", nullptr}, {"capturable", false}, {"differentiable", false}, {"fused", nullptr},
+              {"initial_lr", 0.001}});
+  c.metadata["case"] = doc.dump();
+  app::CheckOptions exact;
+  exact.tolerance = app::Tolerance{0, 0};
+  for (const auto& v : app::check_results(answer(c, Device::cpu()), plain, exact)) CHECK_MESSAGE(v.pass, app::format_verdict(v));
+
+  auto error_with = [&](const char* key, const nlohmann::json& value) -> std::string {
+    nlohmann::json d = doc;
+    d["groups"][1][key] = value;
+    c.metadata["case"] = d.dump();
+    try {
+      app::run_reference_case(c, Device::cpu());
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  CHECK(error_with("differentiable", true).find("group 1: \"differentiable\": true") != std::string::npos);
+  CHECK(error_with("fused", true).find("group 1: \"fused\" is true but the case's optimizer is not fused") !=
+        std::string::npos);
+  CHECK(error_with("foreach", "yes").find("\"foreach\" must be true, false or null") != std::string::npos);
+
+  // The same in a train case's optimizer and param_groups.
+  auto t = serialize::read_safetensors(kGolden + "/train_param_groups.case.safetensors");
+  const auto t_plain = answer(t, Device::cpu());
+  nlohmann::json tdoc = nlohmann::json::parse(t.metadata.at("case"));
+  tdoc["optimizer"].update({{"foreach", false}, {"fused", nullptr}, {"capturable", false}});
+  for (auto& g : tdoc["param_groups"]) g.update({{"differentiable", false}, {"initial_lr", 0.003}});
+  t.metadata["case"] = tdoc.dump();
+  for (const auto& v : app::check_results(answer(t, Device::cpu()), t_plain, exact)) CHECK_MESSAGE(v.pass, app::format_verdict(v));
+}

@@ -12,6 +12,7 @@
 #include "serialize/json_document.h"
 #include "train/optimizer_registry.h"
 #include "train/ref/kinds.h"
+#include "train/ref/torch_options.h"
 
 namespace lathe::app {
 
@@ -114,7 +115,7 @@ RefOutput run_optim_case(const serialize::SafetensorsFile& c, const nlohmann::js
     }
     nlohmann::json options = g;
     options.erase("params");
-    opt->add_param_group(ps, options);
+    opt->add_param_group(ps, without_implementation_options(options, fused, K + ("group " + std::to_string(gi))));
   }
   for (int64_t i = 0; i < n; ++i)
     LATHE_CHECK(group_of[size_t(i)] >= 0, K, "parameter ", i, " is in no group");

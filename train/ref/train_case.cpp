@@ -23,6 +23,7 @@
 #include "train/optimizer_registry.h"
 #include "train/ref/case_model.h"
 #include "train/ref/kinds.h"
+#include "train/ref/torch_options.h"
 #include "train/train_step.h"
 
 namespace lathe::app {
@@ -63,6 +64,7 @@ void add_named_param_groups(optim::Optimizer& opt, const nn::Module& model, cons
     }
     nlohmann::json overrides = g;
     overrides.erase("params");
+    overrides = without_implementation_options(overrides, opt.fused(), K + ("param_groups[" + std::to_string(gi) + "]"));
     try {
       opt.add_param_group(params, overrides);
     } catch (const Error& e) {
@@ -80,17 +82,17 @@ std::unique_ptr<optim::Optimizer> case_optimizer(const nlohmann::json& doc, cons
   const nlohmann::json& spec = doc["optimizer"];
   LATHE_CHECK(spec.is_object() && spec.contains("name") && spec["name"].is_string(), K,
               "\"optimizer\" must be an object with a \"name\" (", optimizer_names(), ")");
+  const nlohmann::json fused = spec.value("fused", nlohmann::json(false));
+  LATHE_CHECK(fused.is_boolean() || fused.is_null(), K, "\"fused\" of the optimizer must be true, false or null, got ",
+              serialize::quote_json(fused));
   nlohmann::json options = spec;
   options.erase("name");
-  options.erase("fused");
-  const nlohmann::json fused = spec.value("fused", nlohmann::json(false));
-  LATHE_CHECK(fused.is_boolean(), K, "\"fused\" of the optimizer must be true or false, got ",
-              serialize::quote_json(fused));
+  options = without_implementation_options(options, fused == true, std::string(K) + "\"optimizer\"");
   const bool explicit_groups = doc.contains("param_groups");
   std::unique_ptr<optim::Optimizer> opt;
   try {
     opt = make_optimizer(spec["name"].get<std::string>(), explicit_groups ? options : nlohmann::json::object(),
-                         fused.get<bool>());
+                         fused == true);
   } catch (const Error& e) {
     LATHE_FAIL(K, e.what());
   }
