@@ -7,7 +7,7 @@ set -euo pipefail
 # clang builds the fuzzer (tests/fuzz): libclang-rt-14-dev holds libFuzzer and the sanitizers'
 # runtimes, libomp-dev clang's OpenMP runtime (lathe's CMake requires OpenMP; g++ has its own).
 pkgs=(cmake ninja-build g++ pkg-config libeigen3-dev doctest-dev nlohmann-json3-dev libcli11-dev
-      libxxhash-dev fortunes python3 clang libclang-rt-14-dev libomp-dev)
+      libxxhash-dev libpcre2-dev fortunes python3 clang libclang-rt-14-dev libomp-dev)
 [[ "${1:-}" == "--torch" ]] && pkgs+=(python3-torch libopenblas0-pthread)
 missing=()
 for p in "${pkgs[@]}"; do

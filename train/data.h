@@ -35,6 +35,9 @@ class TextCorpus {
   size_t size() const { return size_; }
   size_t file_count() const { return files_.size(); }
   const std::string& file_path(size_t i) const { return files_[i].path; }
+  // Where file i lies in the concatenation: [file_begin(i), file_begin(i) + file_size(i)).
+  size_t file_begin(size_t i) const { return starts_[i]; }
+  size_t file_size(size_t i) const { return files_[i].size; }
   // Copies bytes [begin, begin + n) of the concatenation (which may span files) into `out`.
   // Throws lathe::Error naming the file when one shrank or was replaced since open().
   void read(size_t begin, size_t n, uint8_t* out) const;
