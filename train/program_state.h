@@ -26,6 +26,9 @@ struct ProgramState {
   GeneratorState data_generator;     // training batches drawn so far
   GeneratorState dropout_generator;  // the model's dropout masks drawn so far
   double last_val_loss = -1;    // the last evaluation (-1: none yet)
+  // The tokenizer of token-shard data (TokenizerIdentity as JSON); null for a byte corpus, and in
+  // checkpoints written before tokenizers existed. A resume refuses data of another tokenizer.
+  nlohmann::json tokenizer;
 };
 
 nlohmann::json to_json(const ProgramState& s);

@@ -1,6 +1,7 @@
 // lathe sample --checkpoint FILE: text from a trained model. The model is rebuilt from the config
-// stored in the file's metadata (lathe train writes it), the prompt is encoded as bytes, and the
-// continuation is printed raw (bytes, as the model was trained on).
+// stored in the file's metadata (lathe train writes it), the prompt is encoded with the tokenizer
+// the metadata names (bytes unless the run trained on token shards), and the continuation is
+// decoded with it and printed raw.
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -8,7 +9,10 @@
 
 #include "core/ops.h"
 #include "examples/cli/commands.h"
-#include "train/tokenizer.h"
+#include <optional>
+
+#include "serialize/json_document.h"
+#include "train/bpe_tokenizer.h"
 #include "train/weights_file.h"
 
 namespace lathe::cli {
@@ -48,19 +52,28 @@ void run_sample(const SampleOptions& o) {
   struct stat st {};
   LATHE_CHECK(::stat(o.checkpoint.c_str(), &st) == 0, o.checkpoint, ": ", std::strerror(errno));
   app::LoadedModel loaded = app::load_weights(o.checkpoint, device);
-  const app::ByteTokenizer tok;
+  // The tokenizer the model was trained with: bytes, or the one its metadata names (checked
+  // against its checksum, so a changed file is an error, not garbled text).
+  const auto recorded = loaded.metadata.find("tokenizer");
+  std::optional<app::BpeTokenizer> tok;
+  if (recorded != loaded.metadata.end() && recorded->second != "bytes") {
+    const nlohmann::json j = serialize::parse_json_document(recorded->second, o.checkpoint + ": metadata \"tokenizer\"");
+    tok.emplace(app::load_tokenizer(app::TokenizerIdentity::from_json(j, o.checkpoint), "checkpoint " + o.checkpoint));
+  } else {
+    tok.emplace(app::load_tokenizer("bytes"));
+  }
+  const int64_t ids = int64_t(tok->vocab_size()) - (tok->identity().kind == "bytes" ? 1 : 0);  // bytes: no end-of-text
   // An empty prompt starts from a newline, as nanoGPT's sample.py does.
-  const std::vector<int64_t> prompt = tok.encode(o.prompt.empty() ? std::string("\n") : o.prompt);
-  LATHE_CHECK(loaded.model->config().vocab_size >= app::ByteTokenizer::kVocabSize, o.checkpoint,
-              ": vocab_size ", loaded.model->config().vocab_size, " is smaller than the byte vocabulary (256)");
+  std::vector<int64_t> prompt;
+  for (uint32_t id : tok->encode(o.prompt.empty() ? std::string("\n") : o.prompt)) prompt.push_back(id);
+  LATHE_CHECK(loaded.model->config().vocab_size >= ids, o.checkpoint, ": vocab_size ", loaded.model->config().vocab_size,
+              " is smaller than the tokenizer's ", ids, " ids (", tok->identity().describe(), ")");
   for (int64_t s = 0; s < o.samples; ++s) {
     Tensor idx = Tensor::from_vector(prompt, {1, int64_t(prompt.size())}, device);
-    // Only ids the byte tokenizer can decode (a vocabulary padded past 256, as gpt2's, draws bytes).
-    Tensor out = loaded.model->generate(idx, o.tokens, o.temperature, o.top_k, o.seed + uint64_t(s), true,
-                                        app::ByteTokenizer::kVocabSize);
-    std::vector<int64_t> ids = out.to(Device::cpu()).flatten().to_vector<int64_t>();
-    for (int64_t& id : ids) id = id < 256 ? id : '?';  // a larger vocabulary's extra ids are not bytes
-    const std::string text = tok.decode(ids);
+    // Only ids the tokenizer can decode (a vocabulary padded past it, as gpt2's on bytes, draws bytes).
+    Tensor out = loaded.model->generate(idx, o.tokens, o.temperature, o.top_k, o.seed + uint64_t(s), true, ids);
+    const std::vector<int64_t> drawn = out.to(Device::cpu()).flatten().to_vector<int64_t>();
+    const std::string text = tok->decode(std::vector<uint32_t>(drawn.begin(), drawn.end()));
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fputs(o.samples > 1 ? "\n---------------\n" : "\n", stdout);
     // Each sample goes out as soon as it exists; when it cannot, the next ones are not worth the time.
