@@ -3,15 +3,15 @@
 #include <omp.h>
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <unordered_map>
 
 #include "core/error.h"
 #include "serialize/checksum.h"
+#include "train/corpus_file.h"
 #include "train/gpt2_vocab.h"
 #include "train/tokenizer_file.h"
 
@@ -62,13 +62,14 @@ class PieceCache {
   std::vector<uint32_t> ids_;
 };
 
+// The whole of a tokenizer file; errors name it and say what it is when it is not a regular file
+// (a FIFO is not waited on).
 std::string read_file(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  LATHE_CHECK(in.good(), what, " ", path, ": cannot open");
-  std::ostringstream s;
-  s << in.rdbuf();
-  LATHE_CHECK(!in.bad(), what, " ", path, ": read failed");
-  return s.str();
+  CorpusFile info;
+  FileHandle fd = open_regular_file(path, what, info);
+  std::string text(info.size, '\0');
+  read_exact(fd.get(), info, 0, info.size, reinterpret_cast<uint8_t*>(text.data()));
+  return text;
 }
 
 std::string absolute(const std::string& path) {
@@ -188,6 +189,9 @@ BpeTokenizer load_tokenizer(const std::string& spec) {
                 "and encoder.json)");
     return load_gpt2(path);
   }
+  struct stat st {};
+  LATHE_CHECK(::stat(spec.c_str(), &st) == 0 || errno != ENOENT, "tokenizer ", spec,
+              ": no such file (a tokenizer is a file from `lathe tokenizer train`, a GPT-2 vocab.bpe, gpt2 or bytes)");
   const std::string text = read_file(spec, "tokenizer");
   if (text.rfind("#version", 0) == 0) return load_gpt2(spec);
   TokenizerFile file = read_tokenizer_file(spec, text);

@@ -1,11 +1,14 @@
 #include "train/gpt2_vocab.h"
 
-#include <fstream>
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <sstream>
 #include <unordered_map>
 
 #include "core/error.h"
 #include "serialize/json_document.h"
+#include "train/corpus_file.h"
 
 namespace lathe::app {
 
@@ -44,12 +47,14 @@ bool token_to_bytes(const std::string& token, const std::unordered_map<std::stri
 }
 
 std::string read_whole(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  LATHE_CHECK(in.good(), what, " ", path, ": cannot open (run tools/fetch_gpt2_vocab.sh to fetch GPT-2's files)");
-  std::ostringstream s;
-  s << in.rdbuf();
-  LATHE_CHECK(!in.bad(), what, " ", path, ": read failed");
-  return s.str();
+  struct stat st {};
+  LATHE_CHECK(::stat(path.c_str(), &st) == 0 || errno != ENOENT, what, " ", path,
+              ": no such file (run tools/fetch_gpt2_vocab.sh to fetch GPT-2's files)");
+  CorpusFile info;
+  FileHandle fd = open_regular_file(path, what, info);
+  std::string text(info.size, '\0');
+  read_exact(fd.get(), info, 0, info.size, reinterpret_cast<uint8_t*>(text.data()));
+  return text;
 }
 
 }  // namespace

@@ -1,14 +1,23 @@
 #include "train/token_dataset.h"
 
-#include <sys/stat.h>
+#include <filesystem>
 
 #include "core/error.h"
 
 namespace lathe::app {
 
 bool is_token_shard_dir(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && ::stat(shard_path(path, 0).c_str(), &st) == 0;
+  // Any sign of shards decides, so that a damaged directory (shard_000000.bin lost) is reported as
+  // such rather than read as a text corpus of its tokenizer.json.
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec)) return false;
+  if (std::filesystem::exists(shard_tokenizer_path(path), ec)) return true;
+  for (auto it = std::filesystem::directory_iterator(path, ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind("shard_", 0) == 0 && name.size() > 4 && name.substr(name.size() - 4) == ".bin") return true;
+  }
+  return false;
 }
 
 TokenDataset::TokenDataset(const std::string& dir, int64_t block_size)

@@ -18,7 +18,7 @@
 
 namespace lathe::app {
 
-// Whether `path` is a directory of token shards (it holds shard_000000.bin).
+// Whether `path` is a directory of token shards: it holds tokenizer.json or a shard_*.bin.
 bool is_token_shard_dir(const std::string& path);
 
 class TokenDataset : public Dataset {

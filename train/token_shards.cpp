@@ -10,12 +10,11 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "core/error.h"
 #include "serialize/atomic_file.h"
 #include "serialize/json_document.h"
+#include "train/corpus_file.h"
 
 namespace lathe::app {
 
@@ -53,11 +52,14 @@ void write_shard_manifest(const std::string& dir, const ShardManifest& m) {
 
 ShardManifest read_shard_manifest(const std::string& dir) {
   const std::string path = shard_tokenizer_path(dir);
-  std::ifstream in(path, std::ios::binary);
-  LATHE_CHECK(in.good(), "token shards ", dir, ": no ", path, " (write shards with `lathe tokenize`)");
-  std::ostringstream s;
-  s << in.rdbuf();
-  const nlohmann::json j = serialize::parse_json_document(s.str(), path);
+  struct stat st {};
+  LATHE_CHECK(::stat(path.c_str(), &st) == 0 || errno != ENOENT, "token shards ", dir, ": no ", path,
+              " (write shards with `lathe tokenize`)");
+  CorpusFile info;
+  FileHandle fd = open_regular_file(path, "token shard manifest", info);
+  std::string text(info.size, '\0');
+  read_exact(fd.get(), info, 0, info.size, reinterpret_cast<uint8_t*>(text.data()));
+  const nlohmann::json j = serialize::parse_json_document(text, path);
   try {
     LATHE_CHECK(j.at("format") == kManifestFormat, path, ": format ", serialize::quote_json(j.at("format")),
                 ", expected \"", kManifestFormat, "\"");
