@@ -89,7 +89,7 @@ void add_sample_command(CLI::App& app) {
   auto o = std::make_shared<SampleOptions>();
   cmd->add_option("--checkpoint", o->checkpoint, "model.safetensors or a training checkpoint (ckpt-<step>.safetensors) from lathe train")->required();
   cmd->add_option("--prompt", o->prompt, "text to continue (default: a newline)");
-  cmd->add_option("--tokens", o->tokens, "bytes to generate (at most 1000000)")->capture_default_str();
+  cmd->add_option("--tokens", o->tokens, "tokens to generate (bytes, for a byte-level model; at most 1000000)")->capture_default_str();
   cmd->add_option("--temperature", o->temperature, "softmax temperature; 0 takes the most likely byte")
       ->capture_default_str();
   cmd->add_option("--top-k", o->top_k, "sample among the k most likely bytes; 0: all")->capture_default_str();
