@@ -283,6 +283,25 @@ TEST_CASE("token shards: end-of-text then each document's ids, in sorted path or
   CHECK(read_shard_manifest(d.file("shards")).tokenizer.checksum == tok.identity().checksum);
 }
 
+TEST_CASE("token shards of gpt2: end-of-text followed by exactly tiktoken's ids, document after document") {
+  TempDir d("tok_shards_gpt2");
+  // The golden texts directory as the corpus: its .bin file holds NUL bytes, which a corpus
+  // directory skips as binary, so the documents are exactly the texts with goldens.
+  const ShardManifest m = tokenize_corpus(gpt2(), kTexts, d.file("shards"), 500, 2, nullptr);
+  const nlohmann::json golden = nlohmann::json::parse(slurp(std::string(LATHE_GOLDEN_DIR) + "/tokenizer_gpt2_ids.json"));
+  std::vector<int64_t> expected;
+  for (const auto& [name, ids] : golden.at("ids").items()) {  // nlohmann orders keys: sorted names
+    expected.push_back(50256);
+    for (const auto& id : ids) expected.push_back(id.get<int64_t>());
+  }
+  CHECK(m.documents == golden.at("ids").size());
+  const TokenShards shards = TokenShards::open(d.file("shards"), gpt2().vocab_size());
+  REQUIRE(shards.size() == expected.size());
+  std::vector<int64_t> stream(shards.size());
+  shards.read(0, stream.size(), stream.data());
+  CHECK(stream == expected);
+}
+
 TEST_CASE("token shards: uint32 tokens under llm.c's second magic for vocabularies past 65,536") {
   TempDir d("tok_wide");
   ShardWriter w(d.path.string(), 100000, 3);
