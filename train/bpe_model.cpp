@@ -16,13 +16,33 @@ constexpr uint64_t kNoMerge = ~uint64_t(0);
 
 }  // namespace
 
+void PairIndex::reserve(size_t n) {
+  size_t capacity = 16;
+  shift_ = 60;
+  while (capacity < 2 * n + 1) {  // at most half full: probes stay short
+    capacity *= 2;
+    --shift_;
+  }
+  keys_.assign(capacity, kEmpty);
+  values_.assign(capacity, kAbsent);
+  mask_ = capacity - 1;
+}
+
+void PairIndex::insert(uint64_t key, uint64_t value) {
+  size_t i = slot(key);
+  for (; keys_[i] != kEmpty; i = (i + 1) & mask_)
+    if (keys_[i] == key) return;
+  keys_[i] = key;
+  values_[i] = value;
+}
+
 BpeModel::BpeModel(std::array<uint32_t, 256> byte_ids, std::vector<BpeMerge> merges, std::vector<std::string> token_bytes)
     : byte_ids_(byte_ids), merges_(std::move(merges)), token_bytes_(std::move(token_bytes)) {
   const size_t n = token_bytes_.size();
   for (int b = 0; b < 256; ++b)
     LATHE_CHECK(byte_ids_[b] < n && token_bytes_[byte_ids_[b]] == std::string(1, char(b)), "BPE vocabulary: byte ", b,
                 " has no token of its own");
-  ranks_.reserve(merges_.size() * 2);
+  ranks_.reserve(merges_.size());
   for (size_t r = 0; r < merges_.size(); ++r) {
     const BpeMerge& m = merges_[r];
     LATHE_CHECK(m.left < n && m.right < n && m.merged < n, "BPE vocabulary: merge ", r, " names a token past ", n);
@@ -30,7 +50,7 @@ BpeModel::BpeModel(std::array<uint32_t, 256> byte_ids, std::vector<BpeMerge> mer
                 " (", m.left, ", ", m.right, ") -> ", m.merged, " does not join the bytes of its two tokens");
     // A pair listed twice keeps its first (best) rank, as GPT-2's bpe_ranks dict would not: a
     // well-formed table has no duplicates, and the first is what a merge loop would use.
-    ranks_.emplace(uint64_t(m.left) << 32 | m.right, uint64_t(r) << 32 | m.merged);
+    ranks_.insert(uint64_t(m.left) << 32 | m.right, uint64_t(r) << 32 | m.merged);
   }
 }
 

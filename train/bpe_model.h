@@ -13,13 +13,37 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 namespace lathe::app {
 
 struct BpeMerge {
   uint32_t left = 0, right = 0, merged = 0;
+};
+
+// The merge table's index: (left, right) -> (rank << 32 | merged), in one flat array probed
+// linearly. Encoding looks a pair up for every merge it tries, and std::unordered_map follows a
+// pointer to a separately allocated node for each lookup, a cache miss in a table of 50,000
+// merges; here a lookup is one hash and, almost always, one cache line.
+class PairIndex {
+ public:
+  static constexpr uint64_t kAbsent = ~uint64_t(0);
+  void reserve(size_t n);
+  // Keeps the first value given for a key.
+  void insert(uint64_t key, uint64_t value);
+  uint64_t find(uint64_t key) const {
+    for (size_t i = slot(key);; i = (i + 1) & mask_) {
+      if (keys_[i] == key) return values_[i];
+      if (keys_[i] == kEmpty) return kAbsent;
+    }
+  }
+
+ private:
+  static constexpr uint64_t kEmpty = ~uint64_t(0);  // no pair of 32-bit ids is (2^32 - 1, 2^32 - 1)
+  size_t slot(uint64_t key) const { return size_t((key * 0x9E3779B97F4A7C15ull) >> shift_); }
+  std::vector<uint64_t> keys_, values_;
+  size_t mask_ = 0;
+  int shift_ = 64;
 };
 
 class BpeModel {
@@ -44,8 +68,7 @@ class BpeModel {
  private:
   // (rank << 32 | merged) of the pair (left, right), or ~0 when the pair has no merge.
   uint64_t lookup(uint32_t left, uint32_t right) const {
-    const auto it = ranks_.find(uint64_t(left) << 32 | right);
-    return it == ranks_.end() ? ~uint64_t(0) : it->second;
+    return ranks_.find(uint64_t(left) << 32 | right);
   }
   void encode_short(std::vector<uint32_t>& parts) const;
   void encode_long(std::vector<uint32_t>& parts) const;
@@ -53,7 +76,7 @@ class BpeModel {
   std::array<uint32_t, 256> byte_ids_{};
   std::vector<BpeMerge> merges_;
   std::vector<std::string> token_bytes_;
-  std::unordered_map<uint64_t, uint64_t> ranks_;
+  PairIndex ranks_;
 };
 
 }  // namespace lathe::app
