@@ -97,6 +97,22 @@ TEST_CASE("tokenizer gpt2: ids equal tiktoken's gpt2 on every golden text") {
   CHECK(gpt2().vocab_size() == 50257);
 }
 
+TEST_CASE("tokenizer pre-tokenizer: PCRE2 cuts the golden texts as V8 runs the same patterns") {
+  const nlohmann::json golden = nlohmann::json::parse(slurp(std::string(LATHE_GOLDEN_DIR) + "/tokenizer_gpt2_ids.json"));
+  for (const char* name : {"gpt2", "gpt4"}) {
+    const Pretokenizer p(parse_pretoken_pattern(name));
+    const auto& texts = golden.at("piece_bytes").at(name);
+    REQUIRE(texts.size() >= 8);
+    for (const auto& [file, lengths] : texts.items()) {
+      CAPTURE(name);
+      CAPTURE(file);
+      std::vector<size_t> got;
+      for (const std::string& piece : pieces_of(p, slurp(kTexts + "/" + file))) got.push_back(piece.size());
+      CHECK(got == lengths.get<std::vector<size_t>>());
+    }
+  }
+}
+
 TEST_CASE("tokenizer round trip: decode(encode(x)) == x for gpt2, bytes and trained vocabularies") {
   TempDir d("tok_roundtrip");
   std::vector<std::pair<std::string, BpeTokenizer>> toks;
