@@ -1,11 +1,20 @@
 #include "train/tokenize_corpus.h"
 
+#include <exception>
 #include <filesystem>
 
 #include "core/error.h"
 #include "train/data.h"
 
 namespace lathe::app {
+
+namespace {
+
+// Text read and encoded at a time: enough documents to keep every thread busy, few enough that
+// their ids (4 bytes per token) stay well within memory.
+constexpr size_t kBatchBytes = size_t(64) << 20;
+
+}  // namespace
 
 ShardManifest tokenize_corpus(const BpeTokenizer& tok, const std::string& data, const std::string& out,
                               size_t shard_tokens, int threads, std::FILE* log) {
@@ -22,15 +31,40 @@ ShardManifest tokenize_corpus(const BpeTokenizer& tok, const std::string& data, 
   m.end_of_text = tok.end_of_text();
   ShardWriter writer(out, m.vocab_size, shard_tokens);
   const uint32_t eot = tok.end_of_text();
-  for (size_t i = 0; i < corpus.file_count(); ++i) {
-    // A document is read whole: encoding needs its text in one piece to cut it at piece boundaries.
-    const std::string text = corpus.text(corpus.file_begin(i), corpus.file_size(i));
-    const std::vector<uint32_t> ids = tok.encode(text, threads);
-    writer.append(&eot, 1);
-    writer.append(ids.data(), ids.size());
-    m.documents += 1;
-    m.tokens += 1 + ids.size();
-    m.text_bytes += text.size();
+  // Documents are read and encoded in batches of about kBatchBytes: a large document on all
+  // threads at once (cut at piece boundaries), a batch of small ones one per thread. Either way
+  // they are appended in path order.
+  size_t next = 0;
+  while (next < corpus.file_count()) {
+    size_t end = next, bytes = 0;
+    while (end < corpus.file_count() && (end == next || bytes + corpus.file_size(end) <= kBatchBytes))
+      bytes += corpus.file_size(end++);
+    std::vector<std::string> texts(end - next);
+    std::vector<std::vector<uint32_t>> ids(end - next);
+    for (size_t i = next; i < end; ++i) texts[i - next] = corpus.text(corpus.file_begin(i), corpus.file_size(i));
+    if (texts.size() == 1) {
+      ids[0] = tok.encode(texts[0], threads);
+    } else {
+      std::exception_ptr failure;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+      for (size_t i = 0; i < texts.size(); ++i) {
+        try {
+          ids[i] = tok.encode(texts[i], 1);
+        } catch (...) {
+#pragma omp critical
+          failure = std::current_exception();
+        }
+      }
+      if (failure) std::rethrow_exception(failure);
+    }
+    for (size_t i = 0; i < texts.size(); ++i) {
+      writer.append(&eot, 1);
+      writer.append(ids[i].data(), ids[i].size());
+      m.documents += 1;
+      m.tokens += 1 + ids[i].size();
+      m.text_bytes += texts[i].size();
+    }
+    next = end;
   }
   m.shards = writer.finish();
   write_shard_manifest(out, m);

@@ -13,6 +13,7 @@
 
 #include "serialize/json_document.h"
 #include "train/bpe_tokenizer.h"
+#include "train/tokenizer.h"
 #include "train/weights_file.h"
 
 namespace lathe::cli {
@@ -56,13 +57,15 @@ void run_sample(const SampleOptions& o) {
   // against its checksum, so a changed file is an error, not garbled text).
   const auto recorded = loaded.metadata.find("tokenizer");
   std::optional<app::BpeTokenizer> tok;
+  int64_t ids = 0;  // the ids drawn: those the model was trained to emit
   if (recorded != loaded.metadata.end() && recorded->second != "bytes") {
     const nlohmann::json j = serialize::parse_json_document(recorded->second, o.checkpoint + ": metadata \"tokenizer\"");
     tok.emplace(app::load_tokenizer(app::TokenizerIdentity::from_json(j, o.checkpoint), "checkpoint " + o.checkpoint));
+    ids = int64_t(tok->vocab_size());  // end-of-text included: it marks where a document ends
   } else {
     tok.emplace(app::load_tokenizer("bytes"));
+    ids = app::ByteTokenizer::kVocabSize;  // a byte corpus has no end-of-text
   }
-  const int64_t ids = int64_t(tok->vocab_size()) - (tok->identity().kind == "bytes" ? 1 : 0);  // bytes: no end-of-text
   // An empty prompt starts from a newline, as nanoGPT's sample.py does.
   std::vector<int64_t> prompt;
   for (uint32_t id : tok->encode(o.prompt.empty() ? std::string("\n") : o.prompt)) prompt.push_back(id);

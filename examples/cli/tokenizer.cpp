@@ -171,9 +171,9 @@ void add_tokenizer_command(CLI::App& app) {
   train->callback([t] { run_train_tokenizer(*t); });
 
   auto* encode = cmd->add_subcommand("encode", "Print the token ids of a file as one JSON array");
-  auto e = std::make_shared<std::tuple<std::string, std::string, int>>("", "", 1);
+  auto e = std::make_shared<std::tuple<std::string, std::string, int>>("", "", 0);
   encode->add_option("--tokenizer", std::get<0>(*e), tok_help)->required();
-  encode->add_option("--threads", std::get<2>(*e), "threads for large inputs (0: all processors)")->capture_default_str();
+  encode->add_option("--threads", std::get<2>(*e), "threads for inputs of 1 MiB and more (0: all processors)")->capture_default_str();
   encode->add_option("file", std::get<1>(*e), "the file to encode (any bytes)")->required();
   encode->callback([e] { run_encode(std::get<0>(*e), std::get<1>(*e), std::get<2>(*e)); });
 
