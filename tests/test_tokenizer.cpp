@@ -396,8 +396,8 @@ TEST_CASE("token training: trains on shards, records the tokenizer, refuses to r
   CHECK(t.state().model->config().vocab_size == 301);  // the tokenizer's ids, not the config's 256
   const TrainSummary s = t.run(nullptr);
   // bits/byte = nats/token / ln 2 / (bytes per token of the validation text)
-  CHECK(s.final_val_bpb == doctest::Approx(s.final_val_loss / std::log(2.0) / t.data().bytes_per_token(Split::val)));
-  CHECK(t.data().bytes_per_token(Split::val) > 1.5);
+  CHECK(s.final_val_bpb == doctest::Approx(s.final_val_loss / std::log(2.0) / t.data().val_bytes_per_token()));
+  CHECK(t.data().val_bytes_per_token() > 1.5);
   CHECK(!t.sample("the quick", 8).empty());
   // The checkpoint and the weights name the tokenizer.
   const LoadedModel w = load_weights(d.file("run/model.safetensors"));

@@ -33,7 +33,7 @@ void PieceCounts::add_text(std::string_view text) {
   });
 }
 
-const std::vector<std::pair<std::string, uint64_t>> PieceCounts::pieces() const {
+std::vector<std::pair<std::string, uint64_t>> PieceCounts::pieces() const {
   std::vector<std::pair<std::string, uint64_t>> all(counts_.begin(), counts_.end());
   std::sort(all.begin(), all.end());  // the hash map's order is not the same everywhere
   return all;

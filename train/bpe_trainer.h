@@ -26,7 +26,8 @@ class PieceCounts {
  public:
   explicit PieceCounts(PretokenPattern pattern) : pretokenizer_(pattern) {}
   void add_text(std::string_view text);
-  const std::vector<std::pair<std::string, uint64_t>> pieces() const;
+  // Every distinct piece with its count, sorted by piece (the same order on every machine).
+  std::vector<std::pair<std::string, uint64_t>> pieces() const;
   uint64_t total_pieces() const { return total_; }
 
  private:

@@ -73,9 +73,9 @@ class Dataset {
   virtual Batch sample(Split s, int64_t batch, Generator& gen, Device device = Device::cpu()) const = 0;
   // The stream's length in tokens: a resumed run checks it, since another length draws other windows.
   virtual size_t stream_size() const = 0;
-  // Bytes of text per token in the split, so that a loss in nats per token converts to bits per
-  // byte and runs with different tokenizers compare (1 for a byte corpus).
-  virtual double bytes_per_token(Split s) const = 0;
+  // Bytes of text per token of the validation split, so that a validation loss in nats per token
+  // converts to bits per byte and runs with different tokenizers compare (1 for a byte corpus).
+  virtual double val_bytes_per_token() const = 0;
   // One line for the log: what the data is and how it splits.
   virtual std::string describe() const = 0;
 };
@@ -98,7 +98,7 @@ class TextDataset : public Dataset {
   size_t split_begin(Split s) const { return s == Split::train ? 0 : train_size_; }
   size_t split_size(Split s) const override { return s == Split::train ? train_size_ : corpus_.size() - train_size_; }
   size_t stream_size() const override { return corpus_.size(); }
-  double bytes_per_token(Split) const override { return 1.0; }
+  double val_bytes_per_token() const override { return 1.0; }
   std::string describe() const override;
 
   // Start offsets (relative to the split) of `batch` windows; reserves `batch` draws of `gen`.

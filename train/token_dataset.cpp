@@ -33,20 +33,14 @@ TokenDataset::TokenDataset(const std::string& dir, int64_t block_size)
               " tokens split into train ", train_size_, " and val ", n - train_size_,
               " (the last 10%); each split needs at least one window of ", window, " tokens (block_size ",
               block_size_, " + 1)");
-  // One pass over the stream, once: how much text each split's tokens stand for.
+  // One pass over the validation tokens, once: how much text they stand for.
   std::vector<int64_t> chunk;
   const size_t step = size_t(1) << 20;
-  for (size_t at = 0; at < n; at += step) {
+  for (size_t at = train_size_; at < n; at += step) {
     chunk.resize(std::min(step, n - at));
     shards_.read(at, chunk.size(), chunk.data());
-    for (size_t i = 0; i < chunk.size(); ++i)
-      split_bytes_[at + i < train_size_ ? 0 : 1] += tokenizer_->token_length(uint32_t(chunk[i]));
+    for (int64_t id : chunk) val_bytes_ += tokenizer_->token_length(uint32_t(id));
   }
-}
-
-double TokenDataset::bytes_per_token(Split s) const {
-  const size_t bytes = split_bytes_[s == Split::train ? 0 : 1];
-  return double(bytes) / double(split_size(s));
 }
 
 std::string TokenDataset::describe() const {
@@ -54,8 +48,8 @@ std::string TokenDataset::describe() const {
          (shards_.shard_count() == 1 ? " shard, " : " shards, ") + std::to_string(shards_.size()) +
          " tokens of " + tokenizer_->identity().describe() + ", " + std::to_string(tokenizer_->vocab_size()) +
          " ids (train " + std::to_string(split_size(Split::train)) + " tokens, val " +
-         std::to_string(split_size(Split::val)) + " tokens, " + std::to_string(bytes_per_token(Split::val)).substr(0, 5) +
-         " bytes/token)";
+         std::to_string(split_size(Split::val)) + " tokens, " + std::to_string(val_bytes_per_token()).substr(0, 5) +
+         " bytes/token in val)";
 }
 
 Batch TokenDataset::sample(Split s, int64_t batch, Generator& gen, Device device) const {

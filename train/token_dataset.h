@@ -32,7 +32,7 @@ class TokenDataset : public Dataset {
   int64_t block_size() const override { return block_size_; }
   size_t split_size(Split s) const override { return s == Split::train ? train_size_ : shards_.size() - train_size_; }
   size_t stream_size() const override { return shards_.size(); }
-  double bytes_per_token(Split s) const override;
+  double val_bytes_per_token() const override { return double(val_bytes_) / double(split_size(Split::val)); }
   std::string describe() const override;
   Batch sample(Split s, int64_t batch, Generator& gen, Device device = Device::cpu()) const override;
 
@@ -42,7 +42,7 @@ class TokenDataset : public Dataset {
   TokenShards shards_;
   int64_t block_size_;
   size_t train_size_;
-  size_t split_bytes_[2] = {0, 0};  // bytes of text of each split's tokens
+  size_t val_bytes_ = 0;  // the text the validation tokens stand for, in bytes
 };
 
 }  // namespace lathe::app

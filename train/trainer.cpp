@@ -271,7 +271,7 @@ std::string Trainer::sample(const std::string& prompt, int64_t tokens) const {
 }
 
 double Trainer::bits_per_byte(double val_loss) const {
-  return val_loss / std::log(2.0) / data_->bytes_per_token(Split::val);
+  return val_loss / std::log(2.0) / data_->val_bytes_per_token();
 }
 
 TrainSummary Trainer::run(std::FILE* log) {
