@@ -7,12 +7,12 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
-#include <unordered_map>
 
 #include "core/error.h"
 #include "serialize/checksum.h"
 #include "train/corpus_file.h"
 #include "train/gpt2_vocab.h"
+#include "train/piece_cache.h"
 #include "train/tokenizer_file.h"
 
 #ifndef LATHE_SOURCE_DIR
@@ -23,44 +23,10 @@ namespace lathe::app {
 
 namespace {
 
-// Pieces up to this long are remembered with their ids: text repeats its words, and a hash lookup
-// costs less than merging again.
-constexpr size_t kCachedPiece = 24;
-// The memo is emptied when it grows past this many pieces, which bounds its memory on any input.
-constexpr size_t kCacheEntries = size_t(1) << 18;
-
 // Parts per thread of a parallel encode: unequal parts even out under dynamic scheduling.
 constexpr size_t kPartsPerThread = 4;
 // Below this a text is encoded on one thread: starting threads would cost more than it saves.
 constexpr size_t kParallelMinBytes = size_t(1) << 20;
-
-struct StringViewHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-
-// Piece -> [first, first + count) of `ids`: the memo of one encode_range call.
-class PieceCache {
- public:
-  bool find(std::string_view piece, std::vector<uint32_t>& out) const {
-    const auto it = index_.find(piece);
-    if (it == index_.end()) return false;
-    out.insert(out.end(), ids_.begin() + it->second.first, ids_.begin() + it->second.first + it->second.second);
-    return true;
-  }
-  void add(std::string_view piece, const uint32_t* ids, uint32_t count) {
-    if (index_.size() >= kCacheEntries) {
-      index_.clear();
-      ids_.clear();
-    }
-    index_.emplace(std::string(piece), std::make_pair(uint32_t(ids_.size()), count));
-    ids_.insert(ids_.end(), ids, ids + count);
-  }
-
- private:
-  std::unordered_map<std::string, std::pair<uint32_t, uint32_t>, StringViewHash, std::equal_to<>> index_;
-  std::vector<uint32_t> ids_;
-};
 
 // The whole of a tokenizer file; errors name it and say what it is when it is not a regular file
 // (a FIFO is not waited on).
@@ -118,7 +84,7 @@ void BpeTokenizer::encode_range(std::string_view text, size_t from, size_t to, s
   PieceCache cache;
   pretokenizer_->for_each_piece(text, from, to, [&](size_t begin, size_t end) {
     const std::string_view piece = text.substr(begin, end - begin);
-    if (piece.size() > kCachedPiece) {
+    if (piece.size() > PieceCache::kMaxPiece) {
       model_.encode_piece(piece, out);
     } else if (!cache.find(piece, out)) {
       const size_t first = out.size();
