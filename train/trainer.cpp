@@ -115,9 +115,11 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
   nn::GPTConfig& cfg = state_.model_choice.config;
   if (is_token_shard_dir(options_.data)) {
     auto tokens = std::make_unique<TokenDataset>(options_.data, cfg.block_size);
-    // The presets are sized for bytes: a fresh run's vocabulary is the tokenizer's. A resumed run
-    // keeps its checkpoint's, which must still hold every id of the data.
-    if (!resume) cfg.vocab_size = int64_t(tokens->tokenizer().vocab_size());
+    // Most presets are sized for bytes: a fresh run's vocabulary grows to the tokenizer's ids. A
+    // larger one is kept (the gpt2 preset pads GPT-2's 50,257 to 50,304 for faster matrix
+    // products; ids past the tokenizer's are never drawn). A resumed run keeps its checkpoint's,
+    // which must still hold every id of the data.
+    if (!resume) cfg.vocab_size = std::max(cfg.vocab_size, int64_t(tokens->tokenizer().vocab_size()));
     token_data_ = tokens.get();
     data_ = std::move(tokens);
   } else {
