@@ -698,6 +698,12 @@ def tokenizer_cases(inp):
     cases.append(Case("tokenizer.encode.tokenizer.unknown_name", ["tokenizer", "encode", "--tokenizer", "gpt5", inp.corpus]))
     cases.append(Case("tokenizer.encode.threads.neg", ["tokenizer", "encode", "--tokenizer", "bytes", "--threads", "-1",
                                                         inp.corpus]))
+    for label, value in {"zero": "0", "neg": "-1", "word": "x"}.items():
+        cases.append(Case(f"tokenizer.bench.repeats.{label}", ["tokenizer", "bench", "--tokenizer", "bytes", "--repeats",
+                                                                value, inp.corpus]))
+    cases.append(Case("tokenizer.bench.threads.neg", ["tokenizer", "bench", "--tokenizer", "bytes", "--threads", "-1",
+                                                       inp.corpus]))
+    cases.append(Case("tokenizer.bench.file.missing", ["tokenizer", "bench", "--tokenizer", "bytes", inp.bad["missing"]]))
     decode_inputs = {"not_json": b"[1, 2", "object": b'{"a": 1}', "negative": b"[1, -2]", "string": b'[1, "2"]',
                      "float": b"[1, 2.5]", "beyond_vocab": b"[1, 301]", "nested": b"[[1]]", "deep": b"[" * 20000 + b"]" * 20000}
     for label, data in decode_inputs.items():

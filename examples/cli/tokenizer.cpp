@@ -77,13 +77,21 @@ void run_train_tokenizer(const TrainTokenizerOptions& o) {
                 file.merges.size(), (unsigned long long)o.vocab_size);
 }
 
-// ---- tokenizer encode / decode
+// ---- tokenizer encode / decode / bench
 
-void run_encode(const std::string& tok_spec, const std::string& path, int threads) {
-  if (threads < 0) throw UsageError("--threads must be >= 0 (0: all processors), got " + std::to_string(threads));
-  const app::BpeTokenizer tok = app::load_tokenizer(tok_spec);
-  const std::string text = read_input(path, "input");
-  const std::vector<uint32_t> ids = tok.encode(text, threads == 0 ? default_threads() : threads);
+// The operands of encode, decode and bench: a tokenizer, a file, and for some a thread count.
+struct RunOptions {
+  std::string tokenizer;
+  std::string file;
+  int threads = 0;  // 0: all processors
+  int repeats = 3;  // bench only
+};
+
+void run_encode(const RunOptions& o) {
+  if (o.threads < 0) throw UsageError("--threads must be >= 0 (0: all processors), got " + std::to_string(o.threads));
+  const app::BpeTokenizer tok = app::load_tokenizer(o.tokenizer);
+  const std::string text = read_input(o.file, "input");
+  const std::vector<uint32_t> ids = tok.encode(text, o.threads == 0 ? default_threads() : o.threads);
   std::string out = "[";
   out.reserve(ids.size() * 6 + 2);
   char buf[16];
@@ -96,8 +104,9 @@ void run_encode(const std::string& tok_spec, const std::string& path, int thread
   write_stdout(out);
 }
 
-void run_decode(const std::string& tok_spec, const std::string& path) {
-  const app::BpeTokenizer tok = app::load_tokenizer(tok_spec);
+void run_decode(const RunOptions& o) {
+  const std::string& path = o.file;
+  const app::BpeTokenizer tok = app::load_tokenizer(o.tokenizer);
   const nlohmann::json j = serialize::parse_json_document(read_input(path, "token file"), path);
   LATHE_CHECK(j.is_array(), path, ": not a JSON array of token ids");
   std::vector<uint32_t> ids;
@@ -110,16 +119,16 @@ void run_decode(const std::string& tok_spec, const std::string& path) {
   write_stdout(tok.decode(ids));
 }
 
-// ---- tokenizer bench: encode throughput on one thread and on all, best of `repeats`.
-
-void run_bench(const std::string& tok_spec, const std::string& path, int repeats, int threads) {
-  if (repeats < 1) throw UsageError("--repeats must be >= 1, got " + std::to_string(repeats));
-  const app::BpeTokenizer tok = app::load_tokenizer(tok_spec);
-  const std::string text = read_input(path, "input");
-  const int all = threads > 0 ? threads : default_threads();
+// Encode throughput on one thread and on all, best of `repeats` runs each.
+void run_bench(const RunOptions& o) {
+  if (o.repeats < 1) throw UsageError("--repeats must be >= 1, got " + std::to_string(o.repeats));
+  if (o.threads < 0) throw UsageError("--threads must be >= 0 (0: all processors), got " + std::to_string(o.threads));
+  const app::BpeTokenizer tok = app::load_tokenizer(o.tokenizer);
+  const std::string text = read_input(o.file, "input");
+  const int all = o.threads > 0 ? o.threads : default_threads();
   auto best_seconds = [&](int n, size_t& count) {
     double best = 1e30;
-    for (int r = 0; r < repeats; ++r) {
+    for (int r = 0; r < o.repeats; ++r) {
       const auto t0 = std::chrono::steady_clock::now();
       count = tok.encode(text, n).size();
       best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -132,7 +141,7 @@ void run_bench(const std::string& tok_spec, const std::string& path, int repeats
   const double mb = double(text.size()) / 1e6;
   std::printf("{\"tokenizer\": \"%s\", \"bytes\": %zu, \"tokens\": %zu, \"single_thread_mb_s\": %.2f, "
               "\"threads\": %d, \"all_threads_mb_s\": %.2f}\n",
-              tok_spec.c_str(), text.size(), tokens, mb / one, all, mb / many);
+              o.tokenizer.c_str(), text.size(), tokens, mb / one, all, mb / many);
 }
 
 // ---- tokenize
@@ -171,25 +180,25 @@ void add_tokenizer_command(CLI::App& app) {
   train->callback([t] { run_train_tokenizer(*t); });
 
   auto* encode = cmd->add_subcommand("encode", "Print the token ids of a file as one JSON array");
-  auto e = std::make_shared<std::tuple<std::string, std::string, int>>("", "", 0);
-  encode->add_option("--tokenizer", std::get<0>(*e), tok_help)->required();
-  encode->add_option("--threads", std::get<2>(*e), "threads for inputs of 1 MiB and more (0: all processors)")->capture_default_str();
-  encode->add_option("file", std::get<1>(*e), "the file to encode (any bytes)")->required();
-  encode->callback([e] { run_encode(std::get<0>(*e), std::get<1>(*e), std::get<2>(*e)); });
+  auto e = std::make_shared<RunOptions>();
+  encode->add_option("--tokenizer", e->tokenizer, tok_help)->required();
+  encode->add_option("--threads", e->threads, "threads for inputs of 1 MiB and more (0: all processors)")->capture_default_str();
+  encode->add_option("file", e->file, "the file to encode (any bytes)")->required();
+  encode->callback([e] { run_encode(*e); });
 
   auto* decode = cmd->add_subcommand("decode", "Write the bytes of a JSON array of token ids to standard output");
-  auto d = std::make_shared<std::pair<std::string, std::string>>();
-  decode->add_option("--tokenizer", d->first, tok_help)->required();
-  decode->add_option("file", d->second, "a JSON array of token ids (as `encode` prints)")->required();
-  decode->callback([d] { run_decode(d->first, d->second); });
+  auto d = std::make_shared<RunOptions>();
+  decode->add_option("--tokenizer", d->tokenizer, tok_help)->required();
+  decode->add_option("file", d->file, "a JSON array of token ids (as `encode` prints)")->required();
+  decode->callback([d] { run_decode(*d); });
 
   auto* bench = cmd->add_subcommand("bench", "Time encoding a file on one thread and on all (MB/s, best of --repeats)");
-  auto b = std::make_shared<std::tuple<std::string, std::string, int, int>>("", "", 3, 0);
-  bench->add_option("--tokenizer", std::get<0>(*b), tok_help)->required();
-  bench->add_option("--repeats", std::get<2>(*b), "runs of each; the fastest counts")->capture_default_str();
-  bench->add_option("--threads", std::get<3>(*b), "threads of the parallel run (0: all processors)")->capture_default_str();
-  bench->add_option("file", std::get<1>(*b), "the text to encode")->required();
-  bench->callback([b] { run_bench(std::get<0>(*b), std::get<1>(*b), std::get<2>(*b), std::get<3>(*b)); });
+  auto b = std::make_shared<RunOptions>();
+  bench->add_option("--tokenizer", b->tokenizer, tok_help)->required();
+  bench->add_option("--repeats", b->repeats, "runs of each; the fastest counts")->capture_default_str();
+  bench->add_option("--threads", b->threads, "threads of the parallel run (0: all processors)")->capture_default_str();
+  bench->add_option("file", b->file, "the text to encode")->required();
+  bench->callback([b] { run_bench(*b); });
 }
 
 void add_tokenize_command(CLI::App& app) {
