@@ -48,13 +48,15 @@ std::string checksum_of(const std::string& bytes) {
   return serialize::checksum_hex(serialize::checksum_bytes(bytes.data(), bytes.size()));
 }
 
+// `bytes` has no file: its identity is its kind, and a fixed checksum keeps records uniform.
 constexpr const char* kBytesChecksum = "0000000000000000";
 
 BpeTokenizer load_gpt2(const std::string& vocab_bpe) {
   const std::string encoder_json = (std::filesystem::path(vocab_bpe).parent_path() / "encoder.json").string();
-  Gpt2Vocab v = read_gpt2_vocab(vocab_bpe, encoder_json);
-  // Both files decide the ids: the checksum covers both.
-  const std::string sum = checksum_of(read_file(vocab_bpe, "vocab.bpe") + read_file(encoder_json, "encoder.json"));
+  // Read once: the checksum is of exactly the bytes parsed. Both files decide the ids, so it covers both.
+  const std::string vocab = read_gpt2_file(vocab_bpe, "vocab.bpe"), encoder = read_gpt2_file(encoder_json, "encoder.json");
+  Gpt2Vocab v = parse_gpt2_vocab(vocab, vocab_bpe, encoder, encoder_json);
+  const std::string sum = checksum_of(vocab + encoder);
   return BpeTokenizer(std::move(v.model), PretokenPattern::gpt2, v.end_of_text, {"gpt2", absolute(vocab_bpe), sum});
 }
 

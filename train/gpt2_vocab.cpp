@@ -46,7 +46,9 @@ bool token_to_bytes(const std::string& token, const std::unordered_map<std::stri
   return !token.empty();
 }
 
-std::string read_whole(const std::string& path, const char* what) {
+}  // namespace
+
+std::string read_gpt2_file(const std::string& path, const char* what) {
   struct stat st {};
   LATHE_CHECK(::stat(path.c_str(), &st) == 0 || errno != ENOENT, what, " ", path,
               ": no such file (run tools/fetch_gpt2_vocab.sh to fetch GPT-2's files)");
@@ -57,13 +59,18 @@ std::string read_whole(const std::string& path, const char* what) {
   return text;
 }
 
-}  // namespace
 
 Gpt2Vocab read_gpt2_vocab(const std::string& vocab_bpe, const std::string& encoder_json) {
+  return parse_gpt2_vocab(read_gpt2_file(vocab_bpe, "vocab.bpe"), vocab_bpe, read_gpt2_file(encoder_json, "encoder.json"),
+                          encoder_json);
+}
+
+Gpt2Vocab parse_gpt2_vocab(const std::string& vocab_text, const std::string& vocab_bpe, const std::string& encoder_text,
+                           const std::string& encoder_json) {
   const auto alphabet = unicode_to_byte();
 
   // encoder.json: token string -> id, the ids 0..n-1 each once.
-  const nlohmann::json enc = serialize::parse_json_document(read_whole(encoder_json, "encoder.json"), encoder_json);
+  const nlohmann::json enc = serialize::parse_json_document(encoder_text, encoder_json);
   LATHE_CHECK(enc.is_object() && !enc.empty(), encoder_json, ": not a JSON object of token -> id");
   const std::string eot_name = "<|endoftext|>";
   std::unordered_map<std::string, uint32_t> ids;
@@ -98,9 +105,8 @@ Gpt2Vocab read_gpt2_vocab(const std::string& vocab_bpe, const std::string& encod
   for (int b = 0; b < 256; ++b) LATHE_CHECK(byte_found[b], encoder_json, ": byte ", b, " has no token of its own");
 
   // vocab.bpe: "#version: ..." then one merge per line.
-  const std::string text = read_whole(vocab_bpe, "vocab.bpe");
   std::vector<BpeMerge> merges;
-  std::istringstream lines(text);
+  std::istringstream lines(vocab_text);
   std::string line;
   size_t line_no = 0;
   while (std::getline(lines, line)) {

@@ -24,5 +24,10 @@ struct Gpt2Vocab {
 // without its pair), or that does not match the other (a merge whose parts or result
 // encoder.json lacks, ids that are not 0..n-1, no <|endoftext|>).
 Gpt2Vocab read_gpt2_vocab(const std::string& vocab_bpe, const std::string& encoder_json);
+// The same from the files' contents, already read (`vocab_bpe` and `encoder_json` name them in errors).
+Gpt2Vocab parse_gpt2_vocab(const std::string& vocab_text, const std::string& vocab_bpe, const std::string& encoder_text,
+                           const std::string& encoder_json);
+// The whole of one of the two files; errors name it and point at tools/fetch_gpt2_vocab.sh when it is missing.
+std::string read_gpt2_file(const std::string& path, const char* what);
 
 }  // namespace lathe::app
