@@ -199,6 +199,26 @@ TEST_CASE("tokenizer encode: long pieces (heap merge) agree with the pairwise re
   CHECK(gpt2().decode(gpt2().encode(spaces + "x")) == spaces + "x");
 }
 
+TEST_CASE("tokenizer encode: the piece cache grows, fills and starts over without changing an id") {
+  // 300,000 distinct words: more than the cache keeps (2^18), so it grows through every size and
+  // is emptied once; each word encoded on its own (a fresh cache) must give the same ids.
+  std::string text;
+  std::vector<std::string> words;
+  for (uint32_t i = 0; i < 300000; ++i) {
+    std::string w = " ";
+    for (uint32_t v = i; ; v /= 26) {
+      w += char('a' + v % 26);
+      if (v < 26) break;
+    }
+    words.push_back(w);
+    text += w;
+  }
+  std::vector<uint32_t> expected;
+  for (const std::string& w : words)
+    for (uint32_t id : gpt2().encode(w)) expected.push_back(id);
+  CHECK(gpt2().encode(text, 1) == expected);
+}
+
 TEST_CASE("tokenizer train: deterministic, the size asked for, and a file that reads back") {
   TempDir d("tok_train");
   PieceCounts counts(PretokenPattern::gpt2);
