@@ -434,3 +434,36 @@ TEST_CASE("token training: trains on shards, records the tokenizer, refuses to r
   std::ofstream(d.file("a.json"), std::ios::app) << " ";
   CHECK(error_of([&] { Trainer{o}; }).find("has changed") != std::string::npos);
 }
+
+TEST_CASE("token training: a run on shards resumed at step k ends bitwise where the uninterrupted run ends") {
+  TempDir d("tok_resume");
+  std::string text;
+  for (int i = 0; i < 300; ++i) text += "a lathe, a chisel and " + std::to_string(i % 11) + " shavings.\n";
+  d.write("corpus.txt", text);
+  PieceCounts counts(PretokenPattern::gpt2);
+  counts.add_text(text);
+  write_tokenizer_file(d.file("tok.json"), {PretokenPattern::gpt2, train_bpe_merges(counts, 280)});
+  tokenize_corpus(load_tokenizer(d.file("tok.json")), d.file("corpus.txt"), d.file("shards"), 500, 1, nullptr);
+  d.write("model.json", R"({"vocab_size": 256, "block_size": 8, "n_layer": 1, "n_head": 2, "n_embd": 16, "dropout": 0.1, "batch": 3})");
+  TrainOptions o;
+  o.data = d.file("shards");
+  o.config = d.file("model.json");
+  o.warmup = 2;
+  o.eval_interval = 3;
+  o.eval_iters = 2;
+  o.sample_tokens = 0;
+  o.threads = 1;
+  o.quiet = true;
+  o.steps = 6;
+  o.out = d.file("whole");
+  const TrainSummary whole = Trainer(o).run(nullptr);
+  o.steps = 3;
+  o.out = d.file("parts");
+  Trainer(o).run(nullptr);
+  TrainOptions given = o;
+  given.steps = 6;
+  const TrainSummary resumed = Trainer::resume(d.file("parts"), given, {"steps"}).run(nullptr);
+  CHECK(resumed.final_train_loss == whole.final_train_loss);
+  CHECK(resumed.final_val_loss == whole.final_val_loss);
+  CHECK(resumed.final_val_bpb == whole.final_val_bpb);
+}
