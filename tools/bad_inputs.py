@@ -275,6 +275,25 @@ def _tokenizer_inputs(self):
     self.write("tok/shards_gap/shard_000001.bin", shard)
     self.write_json("tok/shards_gap/tokenizer.json", manifest)
     self.bad_shards["gap"] = self.path("tok/shards_gap")
+    # A run on shards whose tokenizer is then changed, and one whose tokenizer is then deleted:
+    # sampling from either must refuse, naming the tokenizer.
+    self.sample_tok_runs = {}
+    for label in ("changed", "gone"):
+        tok = self.path(f"tok/run_{label}.json")
+        shutil.copy(self.tok, tok)
+        shards = self.path(f"tok/run_{label}_shards")
+        subprocess.run([lathe, "tokenize", "--tokenizer", tok, "--data", self.corpus, "--out", shards],
+                       check=True, stdout=subprocess.DEVNULL, timeout=60)
+        run = self.path(f"tok/run_{label}")
+        subprocess.run([lathe, "train", "--data", shards, "--config", self.tiny, "--steps", "1", "--batch", "2",
+                        "--eval-iters", "1", "--sample-tokens", "0", "--quiet", "--out", run],
+                       check=True, stdout=subprocess.DEVNULL, timeout=120)
+        if label == "changed":
+            with open(tok, "ab") as f:
+                f.write(b" ")
+        else:
+            os.remove(tok)
+        self.sample_tok_runs[label] = os.path.join(run, "model.safetensors")
     self.write("tok/shards_bad_manifest/shard_000000.bin", shard)
     self.write("tok/shards_bad_manifest/tokenizer.json", b"{not json")
     self.bad_shards["bad_manifest"] = self.path("tok/shards_bad_manifest")
@@ -720,6 +739,8 @@ def tokenizer_cases(inp):
         cases.append(Case(f"train.shards.{label}", ["train", "--data", d, "--config", inp.tiny, "--steps", "1",
                                                     "--eval-iters", "1", "--sample-tokens", "0", "--quiet", "--out",
                                                     inp.path("runs/shards_" + label)]))
+    for label, weights in inp.sample_tok_runs.items():
+        cases.append(Case(f"sample.tokenizer.{label}", ["sample", "--checkpoint", weights, "--tokens", "4"]))
     # Shards of a good tokenizer under a model with a block too long for the data.
     cases.append(Case("train.shards.block_past_data", ["train", "--data", inp.shards, "--config", "gpt2", "--steps", "1",
                                                        "--quiet", "--out", inp.path("runs/shards_block")]))
