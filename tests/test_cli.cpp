@@ -161,3 +161,45 @@ TEST_CASE("cli: train, then sample from the weights it wrote; bench prints JSON;
   CHECK(!fs::exists(dir / "run" / "ckpt-00000005.safetensors"));
   fs::remove_all(dir);
 }
+
+TEST_CASE("cli: tokenizer train, encode, decode; tokenize; train on the shards; sample decodes with the tokenizer") {
+  lathe::testing::TempDir d("cli_tokenizer");
+  std::string text;
+  for (int i = 0; i < 300; ++i) text += "The lathe turns " + std::to_string(i % 13) + " times; it's quiet.\n";
+  d.write("corpus/a.txt", text);
+  d.write("corpus/b.txt", "Unicode: na\xc3\xafve \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80 and bad \xff bytes\n");
+  const std::string tok = d.file("tok.json"), corpus = d.file("corpus");
+  Run r = run_lathe("tokenizer train --data '" + corpus + "' --vocab-size 320 --pattern gpt4 --out '" + tok + "'");
+  REQUIRE(r.code == 0);
+  CHECK(r.output.find("320 tokens") != std::string::npos);
+  // encode prints one JSON array; decode gives the bytes back.
+  r = run_lathe("tokenizer encode --tokenizer '" + tok + "' --threads 2 '" + d.file("corpus/b.txt") + "'");
+  REQUIRE(r.code == 0);
+  REQUIRE(r.output.front() == '[');
+  d.write("ids.json", r.output);
+  r = run_lathe("tokenizer decode --tokenizer '" + tok + "' '" + d.file("ids.json") + "'");
+  CHECK(r.code == 0);
+  CHECK(r.output == "Unicode: na\xc3\xafve \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80 and bad \xff bytes\n");
+  // Shards, then a short run on them whose weights name the tokenizer.
+  r = run_lathe("tokenize --tokenizer '" + tok + "' --data '" + corpus + "' --out '" + d.file("shards") + "' --shard-tokens 1000");
+  REQUIRE(r.code == 0);
+  CHECK(fs::exists(d.file("shards/shard_000000.bin")));
+  CHECK(fs::exists(d.file("shards/shard_000001.bin")));
+  std::ofstream(d.path / "model.json") << R"({"vocab_size": 256, "block_size": 8, "n_layer": 1, "n_head": 1, "n_embd": 16})";
+  r = run_lathe("train --data '" + d.file("shards") + "' --config '" + d.file("model.json") +
+                "' --steps 3 --eval-iters 1 --sample-tokens 5 --out '" + d.file("run") + "'");
+  REQUIRE(r.code == 0);
+  CHECK(r.output.find("bits/byte") != std::string::npos);
+  CHECK(r.output.find("token shards") != std::string::npos);
+  r = run_lathe("sample --checkpoint '" + d.file("run/model.safetensors") + "' --tokens 5 --prompt 'The lathe'");
+  CHECK(r.code == 0);
+  r = run_lathe("sample --checkpoint '" + d.file("run/ckpt-00000003.safetensors") + "' --tokens 5");
+  CHECK(r.code == 0);
+  // A changed tokenizer file: sampling is refused, naming it.
+  std::ofstream(tok, std::ios::app) << "\n";
+  r = run_lathe("sample --checkpoint '" + d.file("run/model.safetensors") + "' --tokens 5");
+  CHECK(r.code == 1);
+  CHECK(line_count(r.output) == 1);
+  CHECK(r.output.find(tok) != std::string::npos);
+  CHECK(r.output.find("has changed") != std::string::npos);
+}

@@ -113,6 +113,7 @@ class Inputs:
         ckpts = sorted(f for f in os.listdir(self.base_run) if f.startswith("ckpt-"))
         self.checkpoint = os.path.join(self.base_run, ckpts[-1])
         self.bad = self.bad_files()
+        self.tokenizer_inputs()
 
     def path(self, name):
         return os.path.join(self.root, name)
@@ -159,8 +160,146 @@ class Inputs:
         return files
 
 
+def gpt2_alphabet():
+    """GPT-2's byte -> character map (bytes_to_unicode): printable bytes stand for themselves, the
+    other 68, in order, for U+0100 up."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    out, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            out[b] = chr(b)
+        else:
+            out[b] = chr(256 + extra)
+            extra += 1
+    return out
+
+
+def small_gpt2_vocab():
+    """(vocab.bpe text, encoder.json dict) of a small vocabulary in GPT-2's format: the 256 byte
+    tokens, merges "t h" -> "th" and "th e" -> "the", then <|endoftext|>."""
+    alphabet = gpt2_alphabet()
+    encoder = {alphabet[b]: i for i, b in enumerate(range(256))}
+    encoder["th"] = 256
+    encoder["the"] = 257
+    encoder["<|endoftext|>"] = 258
+    return "#version: 0.2\nt h\nth e\n", encoder
+
+
 def tiny_config():
     return {"vocab_size": 256, "block_size": 8, "n_layer": 1, "n_head": 1, "n_embd": 8}
+
+
+def _tokenizer_inputs(self):
+    """A trained tokenizer, GPT-2-format vocabularies good and bad, token shards good and bad."""
+    lathe = self.lathe
+    self.tok = self.path("tok/trained.json")
+    os.makedirs(os.path.dirname(self.tok), exist_ok=True)
+    subprocess.run([lathe, "tokenizer", "train", "--data", self.corpus, "--vocab-size", "300", "--out", self.tok],
+                   check=True, stdout=subprocess.DEVNULL, timeout=60)
+    vocab, encoder = small_gpt2_vocab()
+    self.gpt2_good = self.write("tok/gpt2_good/vocab.bpe", vocab.encode())
+    self.write_json("tok/gpt2_good/encoder.json", encoder)
+    no_eot = dict(encoder)
+    del no_eot["<|endoftext|>"]
+    no_the = {k: v for k, v in encoder.items() if k != "the"}
+    no_the["<|endoftext|>"] = 257
+    encoder_text = json.dumps(encoder).encode()
+    vocabs = {
+        "vocab_truncated": (vocab.rsplit("\n", 2)[0] + "\n", encoder_text),   # one merge short
+        "vocab_midline": (vocab[:-3], encoder_text),                          # "th" without its pair
+        "vocab_not_bpe": ("t h\nth e\n", encoder_text),                        # no #version line
+        "encoder_truncated": (vocab, encoder_text[: len(encoder_text) // 2]),
+        "encoder_mismatch": (vocab, json.dumps(no_the).encode()),             # "the" of vocab.bpe missing
+        "encoder_no_eot": (vocab, json.dumps(no_eot).encode()),
+        "encoder_not_object": (vocab, b"[1, 2, 3]"),
+        "encoder_missing": (vocab, None),
+    }
+    self.bad_tokenizers = {}
+    for label, (v, e) in vocabs.items():
+        self.bad_tokenizers[label] = self.write(f"tok/{label}/vocab.bpe", v.encode())
+        if e is not None:
+            self.write(f"tok/{label}/encoder.json", e)
+    with open(self.tok, "rb") as f:
+        trained = f.read()
+    doc = json.loads(trained)
+    files = {
+        "trained_truncated": trained[: len(trained) // 2],
+        "trained_wrong_format": json.dumps({**doc, "format": "sentencepiece"}).encode(),
+        "trained_wrong_version": json.dumps({**doc, "version": 2}).encode(),
+        "trained_bad_merge": json.dumps({**doc, "merges": [[97, 999]] + doc["merges"][1:]}).encode(),
+        "trained_size_mismatch": json.dumps({**doc, "vocab_size": 12}).encode(),
+        "trained_bad_pattern": json.dumps({**doc, "pattern": "gpt5"}).encode(),
+    }
+    for label, data in files.items():
+        self.bad_tokenizers[label] = self.write(f"tok/{label}.json", data)
+    for label in ("empty", "garbage", "missing", "directory", "fifo", "symlink_loop", "dev_null"):
+        self.bad_tokenizers["file_" + label] = self.bad[label]
+
+    # Token shards of the trained tokenizer, then copies with one thing wrong.
+    self.shards = self.path("tok/shards")
+    subprocess.run([lathe, "tokenize", "--tokenizer", self.tok, "--data", self.corpus, "--out", self.shards],
+                   check=True, stdout=subprocess.DEVNULL, timeout=60)
+    with open(os.path.join(self.shards, "shard_000000.bin"), "rb") as f:
+        shard = f.read()
+    with open(os.path.join(self.shards, "tokenizer.json"), "rb") as f:
+        manifest = json.loads(f.read())
+    header = lambda magic, version, count: struct.pack("<3i", magic, version, count) + shard[12:1024]
+    body = shard[1024:]
+    count = len(body) // 2
+    beyond = body[:2] + struct.pack("<H", 300 + 1 + 5) + body[4:]
+    variants = {
+        "wrong_magic": header(20240521, 1, count) + body,
+        "wrong_version": header(20240520, 3, count) + body,
+        "truncated": shard[:-3],
+        "count_too_big": header(20240520, 1, count + 10) + body,
+        "negative_count": header(20240520, 1, -1) + body,
+        "header_only_half": shard[:500],
+        "token_beyond_vocab": shard[:1024] + beyond,
+        "uint32_magic_with_uint16": header(20240801, 7, count) + body,
+    }
+    self.bad_shards = {}
+    for label, data in variants.items():
+        d = self.path(f"tok/shards_{label}")
+        self.write(f"tok/shards_{label}/shard_000000.bin", data)
+        self.write_json(f"tok/shards_{label}/tokenizer.json", manifest)
+        self.bad_shards[label] = d
+    # The directory right, its surroundings wrong.
+    d = self.path("tok/shards_no_manifest")
+    self.write("tok/shards_no_manifest/shard_000000.bin", shard)
+    self.bad_shards["no_manifest"] = d
+    for label, change in {"tokenizer_changed": {"checksum": "0123456789abcdef"},
+                          "tokenizer_gone": {"path": self.path("tok/no_such_tokenizer.json")}}.items():
+        self.write(f"tok/shards_{label}/shard_000000.bin", shard)
+        self.write_json(f"tok/shards_{label}/tokenizer.json", {**manifest, "tokenizer": {**manifest["tokenizer"], **change}})
+        self.bad_shards[label] = self.path(f"tok/shards_{label}")
+    self.write("tok/shards_gap/shard_000001.bin", shard)
+    self.write_json("tok/shards_gap/tokenizer.json", manifest)
+    self.bad_shards["gap"] = self.path("tok/shards_gap")
+    # A run on shards whose tokenizer is then changed, and one whose tokenizer is then deleted:
+    # sampling from either must refuse, naming the tokenizer.
+    self.sample_tok_runs = {}
+    for label in ("changed", "gone"):
+        tok = self.path(f"tok/run_{label}.json")
+        shutil.copy(self.tok, tok)
+        shards = self.path(f"tok/run_{label}_shards")
+        subprocess.run([lathe, "tokenize", "--tokenizer", tok, "--data", self.corpus, "--out", shards],
+                       check=True, stdout=subprocess.DEVNULL, timeout=60)
+        run = self.path(f"tok/run_{label}")
+        subprocess.run([lathe, "train", "--data", shards, "--config", self.tiny, "--steps", "1", "--batch", "2",
+                        "--eval-iters", "1", "--sample-tokens", "0", "--quiet", "--out", run],
+                       check=True, stdout=subprocess.DEVNULL, timeout=120)
+        if label == "changed":
+            with open(tok, "ab") as f:
+                f.write(b" ")
+        else:
+            os.remove(tok)
+        self.sample_tok_runs[label] = os.path.join(run, "model.safetensors")
+    self.write("tok/shards_bad_manifest/shard_000000.bin", shard)
+    self.write("tok/shards_bad_manifest/tokenizer.json", b"{not json")
+    self.bad_shards["bad_manifest"] = self.path("tok/shards_bad_manifest")
+
+
+Inputs.tokenizer_inputs = _tokenizer_inputs
 
 
 # ---------------------------------------------------------------------------------------------
@@ -547,9 +686,70 @@ def _n(shape):
     return n
 
 
+def tokenizer_cases(inp):
+    """lathe tokenizer train|encode|decode|bench and lathe tokenize on bad values and files, and
+    lathe train on bad token shards."""
+    cases = []
+    tok_out = inp.path("out/tok.json")
+    train_tok = ["tokenizer", "train", "--data", inp.corpus, "--out", tok_out]
+    for label, value in {"below_256": "255", "zero": "0", "neg": "-1", "above_2_32": str(2**32 + 1),
+                         "uint64_max": str(2**64 - 1), "too_big": "99999999999999999999999", "word": "abc",
+                         "empty": "", "fraction": "300.5"}.items():
+        cases.append(Case(f"tokenizer.train.vocab-size.{label}", train_tok + ["--vocab-size", value]))
+    cases.append(Case("tokenizer.train.vocab-size.missing", train_tok))
+    cases.append(Case("tokenizer.train.pattern.unknown", train_tok + ["--vocab-size", "300", "--pattern", "gpt3"]))
+    cases.append(Case("tokenizer.train.out.directory", ["tokenizer", "train", "--data", inp.corpus, "--vocab-size", "300",
+                                                        "--out", inp.bad["directory"]]))
+    cases.append(Case("tokenizer.train.out.missing_dir", ["tokenizer", "train", "--data", inp.corpus, "--vocab-size",
+                                                          "300", "--out", inp.path("no/such/dir/tok.json")]))
+    cases.append(Case("tokenizer.no_subcommand", ["tokenizer"]))
+    for label in ("missing", "directory", "fifo", "symlink_loop", "dev_null"):
+        cases.append(Case(f"tokenizer.train.data.{label}", ["tokenizer", "train", "--data", inp.bad[label],
+                                                           "--vocab-size", "300", "--out", tok_out]))
+        cases.append(Case(f"tokenizer.encode.file.{label}", ["tokenizer", "encode", "--tokenizer", "bytes", inp.bad[label]]))
+        cases.append(Case(f"tokenizer.decode.file.{label}", ["tokenizer", "decode", "--tokenizer", "bytes", inp.bad[label]]))
+        cases.append(Case(f"tokenize.data.{label}", ["tokenize", "--tokenizer", "bytes", "--data", inp.bad[label],
+                                                     "--out", inp.path("out/shards_" + label)]))
+    for label, path in inp.bad_tokenizers.items():
+        cases.append(Case(f"tokenizer.encode.tokenizer.{label}", ["tokenizer", "encode", "--tokenizer", path, inp.corpus]))
+        cases.append(Case(f"tokenize.tokenizer.{label}", ["tokenize", "--tokenizer", path, "--data", inp.corpus,
+                                                          "--out", inp.path("out/shards_tok_" + label)]))
+    cases.append(Case("tokenizer.encode.tokenizer.unknown_name", ["tokenizer", "encode", "--tokenizer", "gpt5", inp.corpus]))
+    cases.append(Case("tokenizer.encode.threads.neg", ["tokenizer", "encode", "--tokenizer", "bytes", "--threads", "-1",
+                                                        inp.corpus]))
+    for label, value in {"zero": "0", "neg": "-1", "word": "x"}.items():
+        cases.append(Case(f"tokenizer.bench.repeats.{label}", ["tokenizer", "bench", "--tokenizer", "bytes", "--repeats",
+                                                                value, inp.corpus]))
+    cases.append(Case("tokenizer.bench.threads.neg", ["tokenizer", "bench", "--tokenizer", "bytes", "--threads", "-1",
+                                                       inp.corpus]))
+    cases.append(Case("tokenizer.bench.file.missing", ["tokenizer", "bench", "--tokenizer", "bytes", inp.bad["missing"]]))
+    decode_inputs = {"not_json": b"[1, 2", "object": b'{"a": 1}', "negative": b"[1, -2]", "string": b'[1, "2"]',
+                     "float": b"[1, 2.5]", "beyond_vocab": b"[1, 301]", "nested": b"[[1]]", "deep": b"[" * 20000 + b"]" * 20000}
+    for label, data in decode_inputs.items():
+        path = inp.write(f"tok/decode_{label}.json", data)
+        cases.append(Case(f"tokenizer.decode.ids.{label}", ["tokenizer", "decode", "--tokenizer", inp.tok, path]))
+    for label, value in {"zero": "0", "neg": "-1", "too_big": str(2**31), "word": "x"}.items():
+        cases.append(Case(f"tokenize.shard-tokens.{label}", ["tokenize", "--tokenizer", "bytes", "--data", inp.corpus,
+                                                             "--out", inp.path("out/st_" + label), "--shard-tokens", value]))
+    cases.append(Case("tokenize.out.empty", ["tokenize", "--tokenizer", "bytes", "--data", inp.corpus, "--out", ""]))
+    cases.append(Case("tokenize.out.is_file", ["tokenize", "--tokenizer", "bytes", "--data", inp.corpus, "--out", inp.corpus]))
+    cases.append(Case("tokenize.threads.neg", ["tokenize", "--tokenizer", "bytes", "--data", inp.corpus, "--out",
+                                               inp.path("out/threads_neg"), "--threads", "-1"]))
+    for label, d in inp.bad_shards.items():
+        cases.append(Case(f"train.shards.{label}", ["train", "--data", d, "--config", inp.tiny, "--steps", "1",
+                                                    "--eval-iters", "1", "--sample-tokens", "0", "--quiet", "--out",
+                                                    inp.path("runs/shards_" + label)]))
+    for label, weights in inp.sample_tok_runs.items():
+        cases.append(Case(f"sample.tokenizer.{label}", ["sample", "--checkpoint", weights, "--tokens", "4"]))
+    # Shards of a good tokenizer under a model with a block too long for the data.
+    cases.append(Case("train.shards.block_past_data", ["train", "--data", inp.shards, "--config", "gpt2", "--steps", "1",
+                                                       "--quiet", "--out", inp.path("runs/shards_block")]))
+    return cases
+
+
 def all_cases(inp):
     return (file_cases(inp) + flag_cases(inp) + usage_cases(inp) + config_cases(inp) + ref_cases(inp) +
-            op_cases(inp))
+            op_cases(inp) + tokenizer_cases(inp))
 
 
 # ---------------------------------------------------------------------------------------------

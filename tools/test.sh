@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/deps.sh
+# GPT-2's vocabulary for the tokenizer tests (they fail, saying so, without it).
+bash tools/fetch_gpt2_vocab.sh
 export PATH="$PATH:/usr/local/cuda/bin"
 jobs=$(nproc)
 start=$SECONDS

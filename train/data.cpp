@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "train/system_info.h"
 
 namespace lathe::app {
 
@@ -148,15 +149,26 @@ TextDataset::TextDataset(TextCorpus corpus, int64_t block_size)
               " bytes (block_size ", block_size_, " + 1)");
 }
 
-std::vector<size_t> TextDataset::window_starts(Split s, int64_t batch, Generator& gen) const {
-  LATHE_CHECK(batch > 0, "TextDataset: batch size must be positive, got ", batch);
-  // A window needs block_size + 1 bytes, so starts range over [0, size - block_size).
-  const uint64_t choices = split_size(s) - uint64_t(block_size_);
+std::vector<size_t> draw_window_starts(size_t split_size, int64_t block_size, int64_t batch, Generator& gen) {
+  LATHE_CHECK(batch > 0, "dataset: batch size must be positive, got ", batch);
+  // A window needs block_size + 1 tokens, so starts range over [0, size - block_size).
+  const uint64_t choices = split_size - uint64_t(block_size);
   const uint64_t first = gen.advance(uint64_t(batch));
   std::vector<size_t> starts(static_cast<size_t>(batch));
   for (int64_t b = 0; b < batch; ++b)
     starts[size_t(b)] = size_t(philox_below(gen.seed(), first + uint64_t(b), choices));
   return starts;
+}
+
+std::vector<size_t> TextDataset::window_starts(Split s, int64_t batch, Generator& gen) const {
+  return draw_window_starts(split_size(s), block_size_, batch, gen);
+}
+
+std::string TextDataset::describe() const {
+  const size_t n = corpus_.file_count();
+  return "corpus " + corpus_.path() + ": " + std::to_string(n) + (n == 1 ? " file, " : " files, ") +
+         format_bytes(corpus_.size()) + " (train " + std::to_string(split_size(Split::train)) + " bytes, val " +
+         std::to_string(split_size(Split::val)) + " bytes)";
 }
 
 Batch TextDataset::sample(Split s, int64_t batch, Generator& gen, Device device) const {

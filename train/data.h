@@ -35,6 +35,9 @@ class TextCorpus {
   size_t size() const { return size_; }
   size_t file_count() const { return files_.size(); }
   const std::string& file_path(size_t i) const { return files_[i].path; }
+  // Where file i lies in the concatenation: [file_begin(i), file_begin(i) + file_size(i)).
+  size_t file_begin(size_t i) const { return starts_[i]; }
+  size_t file_size(size_t i) const { return files_[i].size; }
   // Copies bytes [begin, begin + n) of the concatenation (which may span files) into `out`.
   // Throws lathe::Error naming the file when one shrank or was replaced since open().
   void read(size_t begin, size_t n, uint8_t* out) const;
@@ -57,7 +60,32 @@ struct Batch {
   Tensor x, y;
 };
 
-class TextDataset {
+// What the trainer draws batches from: a byte corpus (TextDataset) or token shards
+// (train/token_dataset.h). Both split their stream into train (the first 90%) and validation (the
+// last 10%) and draw windows the same way (draw_window_starts).
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual int64_t block_size() const = 0;
+  // Tokens in the split (bytes, for a byte corpus).
+  virtual size_t split_size(Split s) const = 0;
+  // A batch of `batch` random windows of the split, as tensors on `device`.
+  virtual Batch sample(Split s, int64_t batch, Generator& gen, Device device = Device::cpu()) const = 0;
+  // The stream's length in tokens: a resumed run checks it, since another length draws other windows.
+  virtual size_t stream_size() const = 0;
+  // Bytes of text per token of the validation split, so that a validation loss in nats per token
+  // converts to bits per byte and runs with different tokenizers compare (1 for a byte corpus).
+  virtual double val_bytes_per_token() const = 0;
+  // One line for the log: what the data is and how it splits.
+  virtual std::string describe() const = 0;
+};
+
+// Start offsets (relative to the split) of `batch` windows of block_size + 1 tokens in a split of
+// `split_size` tokens; reserves `batch` draws of `gen`. The starts depend only on the generator's
+// (seed, offset).
+std::vector<size_t> draw_window_starts(size_t split_size, int64_t block_size, int64_t batch, Generator& gen);
+
+class TextDataset : public Dataset {
  public:
   static constexpr double kValFraction = 0.1;
 
@@ -66,14 +94,16 @@ class TextDataset {
   TextDataset(TextCorpus corpus, int64_t block_size);
 
   const TextCorpus& corpus() const { return corpus_; }
-  int64_t block_size() const { return block_size_; }
+  int64_t block_size() const override { return block_size_; }
   size_t split_begin(Split s) const { return s == Split::train ? 0 : train_size_; }
-  size_t split_size(Split s) const { return s == Split::train ? train_size_ : corpus_.size() - train_size_; }
+  size_t split_size(Split s) const override { return s == Split::train ? train_size_ : corpus_.size() - train_size_; }
+  size_t stream_size() const override { return corpus_.size(); }
+  double val_bytes_per_token() const override { return 1.0; }
+  std::string describe() const override;
 
   // Start offsets (relative to the split) of `batch` windows; reserves `batch` draws of `gen`.
   std::vector<size_t> window_starts(Split s, int64_t batch, Generator& gen) const;
-  // A batch of `batch` random windows of the split, as tensors on `device`.
-  Batch sample(Split s, int64_t batch, Generator& gen, Device device = Device::cpu()) const;
+  Batch sample(Split s, int64_t batch, Generator& gen, Device device = Device::cpu()) const override;
 
  private:
   TextCorpus corpus_;

@@ -23,6 +23,7 @@ nlohmann::json to_json(const ProgramState& s) {
       {"data_generator", generator_json(s.data_generator)},
       {"dropout_generator", generator_json(s.dropout_generator)},
       {"last_val_loss", s.last_val_loss},
+      {"tokenizer", s.tokenizer},
   };
 }
 
@@ -35,6 +36,7 @@ ProgramState program_state_from_json(const nlohmann::json& j) {
   s.data_generator = generator_from_json(j.at("data_generator"));
   s.dropout_generator = generator_from_json(j.at("dropout_generator"));
   s.last_val_loss = j.at("last_val_loss").get<double>();
+  if (j.contains("tokenizer")) s.tokenizer = j.at("tokenizer");
   return s;
 }
 

@@ -22,10 +22,15 @@ struct ProgramState {
   TrainOptions options;         // the run's settings
   std::string model_name;       // the preset or config file's name
   int64_t batch = 0;            // sequences per step
-  size_t corpus_bytes = 0;      // the corpus's size: resuming on another corpus would draw other windows
+  // The data stream's length (bytes of a text corpus, tokens of token shards; the name is the
+  // checkpoint format's): resuming on other data would draw other windows.
+  size_t corpus_bytes = 0;
   GeneratorState data_generator;     // training batches drawn so far
   GeneratorState dropout_generator;  // the model's dropout masks drawn so far
   double last_val_loss = -1;    // the last evaluation (-1: none yet)
+  // The tokenizer of token-shard data (TokenizerIdentity as JSON); null for a byte corpus, and in
+  // checkpoints written before tokenizers existed. A resume refuses data of another tokenizer.
+  nlohmann::json tokenizer;
 };
 
 nlohmann::json to_json(const ProgramState& s);

@@ -112,17 +112,28 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
   if (!warning.empty()) std::fprintf(stderr, "lathe: warning: %s\n", warning.c_str());
   threads_ = std::make_unique<ThreadGovernor>(options_.threads);
   device_ = Device::parse(options_.device);
-  const nn::GPTConfig& cfg = state_.model_choice.config;
+  nn::GPTConfig& cfg = state_.model_choice.config;
+  if (is_token_shard_dir(options_.data)) {
+    auto tokens = std::make_unique<TokenDataset>(options_.data, cfg.block_size);
+    // Most presets are sized for bytes: a fresh run's vocabulary grows to the tokenizer's ids. A
+    // larger one is kept (the gpt2 preset pads GPT-2's 50,257 to 50,304 for faster matrix
+    // products; ids past the tokenizer's are never drawn). A resumed run keeps its checkpoint's,
+    // which must still hold every id of the data.
+    if (!resume) cfg.vocab_size = std::max(cfg.vocab_size, int64_t(tokens->tokenizer().vocab_size()));
+    token_data_ = tokens.get();
+    data_ = std::move(tokens);
+  } else {
+    data_ = std::make_unique<TextDataset>(TextCorpus::open(options_.data), cfg.block_size);
+  }
   // Refused before anything is allocated: an absurd size would otherwise fail deep inside an
   // allocation, or overflow. A GPU's memory is not the host's, so there only overflow is checked.
   const std::string config_what = resume ? resume->path() + ": model config" : "--config " + options_.config;
   if (device_.type == DeviceType::cuda) checked_param_count(cfg, config_what);
   else check_model_fits_memory(cfg, config_what);
-  LATHE_CHECK(cfg.vocab_size >= ByteTokenizer::kVocabSize, "--config ", options_.config, ": vocab_size ",
-              cfg.vocab_size, " is smaller than the byte vocabulary (256)");
+  const int64_t ids = token_data_ ? int64_t(token_data_->tokenizer().vocab_size()) : ByteTokenizer::kVocabSize;
+  LATHE_CHECK(cfg.vocab_size >= ids, config_what, ": vocab_size ", cfg.vocab_size, " is smaller than the ",
+              token_data_ ? "tokenizer's " : "byte vocabulary (", ids, token_data_ ? " ids" : ")");
   batch_ = options_.batch > 0 ? options_.batch : state_.model_choice.default_batch;
-
-  data_ = std::make_unique<TextDataset>(TextCorpus::open(options_.data), cfg.block_size);
 
   state_.model = std::make_unique<nn::GPT>(cfg, derive_seed(options_.seed, kWeights), device_);
   state_.model->train(true);
@@ -138,9 +149,18 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
 
 void Trainer::restore(const serialize::TrainingCheckpoint& ckpt, const ProgramState& program) {
   try {
-    LATHE_CHECK(program.corpus_bytes == data_->corpus().size(), "the corpus ", data_->corpus().path(), " has ",
-                data_->corpus().size(), " bytes, but the run was trained on ", program.corpus_bytes,
-                " bytes: the data windows would differ");
+    // The tokenizer first: with another one, even a stream of the same length means other text.
+    const std::string had = program.tokenizer.is_null() ? "bytes"
+                                                        : TokenizerIdentity::from_json(program.tokenizer, "tokenizer").describe();
+    const std::string had_sum = program.tokenizer.is_null() ? "" : program.tokenizer.value("checksum", "");
+    const std::string have = token_data_ ? token_data_->tokenizer().identity().describe() : "bytes";
+    const std::string have_sum = token_data_ ? token_data_->tokenizer().identity().checksum : "";
+    LATHE_CHECK(had_sum == have_sum, "the run was trained on tokens of ", had,
+                had_sum.empty() ? "" : " (checksum " + had_sum + ")", ", but --data ", options_.data, " holds tokens of ",
+                have, have_sum.empty() ? "" : " (checksum " + have_sum + ")", "; a resume needs the same tokenizer");
+    LATHE_CHECK(program.corpus_bytes == data_->stream_size(), token_data_ ? "the token shards " : "the corpus ",
+                options_.data, " has ", data_->stream_size(), token_data_ ? " tokens" : " bytes", ", but the run was trained on ", program.corpus_bytes,
+                token_data_ ? " tokens" : " bytes", ": the data windows would differ");
     ckpt.restore(*state_.model, *state_.optimizer);
     state_.data_gen.set_state(program.data_generator.seed, program.data_generator.offset);
     state_.model->dropout_generator().set_state(program.dropout_generator.seed, program.dropout_generator.offset);
@@ -208,6 +228,7 @@ void Trainer::save_weights(const std::string& path) const {
   meta["step"] = std::to_string(state_.step);
   meta["preset"] = state_.model_choice.name;
   if (last_val_loss_ >= 0) meta["val_loss"] = std::to_string(last_val_loss_);
+  if (token_data_) meta["tokenizer"] = token_data_->tokenizer().identity().to_json().dump();
   app::save_weights(path, *state_.model, meta);
 }
 
@@ -222,7 +243,8 @@ void Trainer::save_checkpoint(const std::string& path) const {
   program.options = options_;
   program.model_name = state_.model_choice.name;
   program.batch = batch_;
-  program.corpus_bytes = data_->corpus().size();
+  program.corpus_bytes = data_->stream_size();
+  if (token_data_) program.tokenizer = token_data_->tokenizer().identity().to_json();
   program.data_generator = {state_.data_gen.seed(), state_.data_gen.offset()};
   program.dropout_generator = {state_.model->dropout_generator().seed(), state_.model->dropout_generator().offset()};
   program.last_val_loss = last_val_loss_;
@@ -231,13 +253,27 @@ void Trainer::save_checkpoint(const std::string& path) const {
 }
 
 std::string Trainer::sample(const std::string& prompt, int64_t tokens) const {
-  const ByteTokenizer tok;
-  const std::vector<int64_t> ids = tok.encode(prompt.empty() ? std::string("\n") : prompt);
+  const std::string text = prompt.empty() ? std::string("\n") : prompt;
+  std::vector<int64_t> ids;
+  int64_t limit = ByteTokenizer::kVocabSize;
+  if (token_data_) {
+    const BpeTokenizer& tok = token_data_->tokenizer();
+    for (uint32_t id : tok.encode(text)) ids.push_back(id);
+    limit = int64_t(tok.vocab_size());
+  } else {
+    ids = ByteTokenizer().encode(text);
+  }
   Tensor idx = Tensor::from_vector(ids, {1, int64_t(ids.size())}, device_);
-  // Only ids the tokenizer can decode: a vocabulary padded past 256 (gpt2's) draws bytes only.
-  Tensor out = state_.model->generate(idx, tokens, 0.8, 0, derive_seed(options_.seed, kSampling), true,
-                                      ByteTokenizer::kVocabSize);
-  return tok.decode(out.to(Device::cpu()).flatten().to_vector<int64_t>());
+  // Only ids the tokenizer can decode: a vocabulary padded past it (gpt2's on bytes) draws bytes only.
+  Tensor out = state_.model->generate(idx, tokens, 0.8, 0, derive_seed(options_.seed, kSampling), true, limit);
+  const std::vector<int64_t> drawn = out.to(Device::cpu()).flatten().to_vector<int64_t>();
+  if (!token_data_) return ByteTokenizer().decode(drawn);
+  const std::vector<uint32_t> narrow(drawn.begin(), drawn.end());
+  return token_data_->tokenizer().decode(narrow);
+}
+
+double Trainer::bits_per_byte(double val_loss) const {
+  return val_loss / std::log(2.0) / data_->val_bytes_per_token();
 }
 
 TrainSummary Trainer::run(std::FILE* log) {
@@ -273,13 +309,10 @@ TrainSummary Trainer::run(std::FILE* log) {
   const std::string data_name =
       (data_path.has_filename() ? data_path : data_path.parent_path()).filename().string();
   curves.title = "lathe train: " + state_.model_choice.name + " on " + data_name + ", " + std::to_string(o.steps) + " steps of " +
-                 std::to_string(batch_) + " x " + std::to_string(state_.model_choice.config.block_size) + " bytes";
+                 std::to_string(batch_) + " x " + std::to_string(state_.model_choice.config.block_size) + (token_data_ ? " tokens" : " bytes");
 
   const nn::GPTConfig& cfg = state_.model_choice.config;
-  const TextCorpus& corpus = data_->corpus();
-  say("corpus %s: %zu file%s, %s (train %zu bytes, val %zu bytes)\n", corpus.path().c_str(), corpus.file_count(),
-      corpus.file_count() == 1 ? "" : "s", format_bytes(corpus.size()).c_str(), data_->split_size(Split::train),
-      data_->split_size(Split::val));
+  say("%s\n", data_->describe().c_str());
   say("model %s: %lld layers, %lld heads, %lld embd, block %lld, %.2fM parameters on %s\n",
       state_.model_choice.name.c_str(), (long long)cfg.n_layer, (long long)cfg.n_head, (long long)cfg.n_embd,
       (long long)cfg.block_size, double(state_.model->num_params()) / 1e6, device_.str().c_str());
@@ -328,11 +361,14 @@ TrainSummary Trainer::run(std::FILE* log) {
     if (last || (o.eval_interval > 0 && step % o.eval_interval == 0)) {
       const auto t0 = Clock::now();
       const double val = evaluate(Split::val);
+      const double bpb = bits_per_byte(val);
       rec["val_loss"] = val;
+      rec["val_bpb"] = bpb;
       curves.val.emplace_back(step, val);
       summary.final_val_loss = val;
-      say("step %lld: val loss %.4f (%lld batches, %.1f s)\n", (long long)step, val, (long long)o.eval_iters,
-          seconds_since(t0));
+      summary.final_val_bpb = bpb;
+      say("step %lld: val loss %.4f nats/token, %.4f bits/byte (%lld batches, %.1f s)\n", (long long)step, val, bpb,
+          (long long)o.eval_iters, seconds_since(t0));
       write_loss_svg(dir + "/loss.svg", curves);
     }
     metrics.write(rec);
@@ -350,15 +386,15 @@ TrainSummary Trainer::run(std::FILE* log) {
   summary.steps = state_.step;
   summary.seconds = seconds_since(run_start);
   const int64_t steps_run = summary.steps - first_step;
-  say("done: %lld steps in %s (%s tok/s in training steps); val loss %.4f\n", (long long)steps_run,
-      format_duration(summary.seconds).c_str(),
+  say("done: %lld steps in %s (%s tok/s in training steps); val loss %.4f nats/token, %.4f bits/byte\n",
+      (long long)steps_run, format_duration(summary.seconds).c_str(),
       format_rate(steps_run ? tokens_per_step * double(steps_run) / train_seconds : 0.0).c_str(),
-      summary.final_val_loss);
+      summary.final_val_loss, summary.final_val_bpb);
   say("wrote %s, %s/model.safetensors, %s/metrics.jsonl, %s/loss.svg\n", checkpoint_path(dir, state_.step).c_str(),
       dir.c_str(), dir.c_str(), dir.c_str());
   if (o.sample_tokens > 0) {
     const std::string text = sample("\n", o.sample_tokens);
-    say("---- sample (%lld bytes, temperature 0.8) ----%s\n", (long long)o.sample_tokens, text.c_str());
+    say("---- sample (%lld tokens, temperature 0.8) ----%s\n", (long long)o.sample_tokens, text.c_str());
   }
   return summary;
 }

@@ -30,6 +30,7 @@
 #include "train/model_config.h"
 #include "train/program_state.h"
 #include "train/thread_governor.h"
+#include "train/token_dataset.h"
 #include "train/train_options.h"
 
 namespace lathe::app {
@@ -53,7 +54,8 @@ struct StepResult {
 struct TrainSummary {
   int64_t steps = 0;
   double final_train_loss = 0;  // the last step's loss
-  double final_val_loss = 0;    // the last evaluation
+  double final_val_loss = 0;    // the last evaluation, nats per token
+  double final_val_bpb = 0;     // the same in bits per byte of text
   double seconds = 0;           // wall time of run()
 };
 
@@ -86,7 +88,11 @@ class Trainer {
 
   TrainState& state() { return state_; }
   const TrainOptions& options() const { return options_; }
-  const TextDataset& data() const { return *data_; }
+  const Dataset& data() const { return *data_; }
+  // The tokenizer of token-shard data; null for a byte corpus (bytes are the tokens).
+  const BpeTokenizer* tokenizer() const { return token_data_ ? &token_data_->tokenizer() : nullptr; }
+  // A validation loss in nats per token as bits per byte of the validation text.
+  double bits_per_byte(double val_loss) const;
   int64_t batch_size() const { return batch_; }
   Device device() const { return device_; }
 
@@ -102,9 +108,10 @@ class Trainer {
   // finite, and saving them would replace the last good files. The error names the first
   // non-finite tensor and the step, and nothing is written.
   void check_finite_state(bool with_optimizer) const;
-  // A continuation of `prompt` (bytes), `tokens` long, drawn at temperature 0.8. Only ids the byte
-  // tokenizer can decode are drawn: a model whose vocab_size exceeds 256 (the gpt2 preset trained
-  // on bytes) never learns to emit the others, but they keep a little probability mass.
+  // A continuation of `prompt`, `tokens` long, drawn at temperature 0.8, through the data's
+  // tokenizer (bytes for a byte corpus). Only ids the tokenizer can decode are drawn: a model whose
+  // vocab_size exceeds the tokenizer's (the gpt2 preset trained on bytes) never learns to emit the
+  // others, but they keep a little probability mass.
   std::string sample(const std::string& prompt, int64_t tokens) const;
 
   // The whole run: steps until options.steps, progress lines on `log` (unless quiet),
@@ -125,7 +132,8 @@ class Trainer {
   std::unique_ptr<ThreadGovernor> threads_;  // the CPU threads, between steps
   Device device_;
   int64_t batch_ = 0;
-  std::unique_ptr<TextDataset> data_;
+  std::unique_ptr<Dataset> data_;
+  const TokenDataset* token_data_ = nullptr;  // data_ itself when it is token shards
   TrainState state_;
   double last_val_loss_ = -1;
   bool resumed_ = false;

@@ -13,7 +13,7 @@ namespace lathe::app {
 void save_weights(const std::string& path, const nn::GPT& model, serialize::Metadata extra) {
   extra["format"] = kWeightsFormat;
   extra["config"] = model.config().to_json().dump();
-  extra["tokenizer"] = "bytes";
+  if (extra.find("tokenizer") == extra.end()) extra["tokenizer"] = "bytes";  // the trainer names any other
   // serialize::save_weights records every tensor's checksum (metadata "lathe"), as checkpoints do,
   // so that a flipped bit is found by whoever loads the file.
   serialize::save_weights(path, model.state_dict(), extra);
@@ -35,6 +35,10 @@ LoadedModel load_weights(const std::string& path, Device device) {
     ckpt.load_weights(*out.model);
     out.model->eval();
     out.metadata["step"] = std::to_string(ckpt.step());
+    // The tokenizer of a run on token shards is in the program state (train/program_state.h).
+    const nlohmann::json& program = ckpt.program();
+    if (program.is_object() && program.contains("tokenizer") && program["tokenizer"].is_object())
+      out.metadata["tokenizer"] = program["tokenizer"].dump();
     return out;
   }
   // (A checkpoint verifies its own above.) Files written before weights carried checksums, or by

@@ -48,5 +48,7 @@ void add_train_command(CLI::App& app);
 void add_sample_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
+void add_tokenizer_command(CLI::App& app);  // tokenizer train | encode | decode | bench
+void add_tokenize_command(CLI::App& app);
 
 }  // namespace lathe::cli

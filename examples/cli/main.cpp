@@ -49,6 +49,7 @@ void check_numeric_options(CLI::App& app) {
       else if (type == "UINT") option->check(unsigned_integer);
       else if (type == "FLOAT") option->check(number);
     }
+    check_numeric_options(*command);  // nested commands (lathe tokenizer train) too
   }
 }
 
@@ -73,6 +74,8 @@ int main(int argc, char** argv) {
   lathe::cli::add_sample_command(app);
   lathe::cli::add_bench_command(app);
   lathe::cli::add_inspect_command(app);
+  lathe::cli::add_tokenizer_command(app);
+  lathe::cli::add_tokenize_command(app);
   check_numeric_options(app);
   try {
     app.parse(argc, argv);

@@ -1,6 +1,7 @@
 // lathe sample --checkpoint FILE: text from a trained model. The model is rebuilt from the config
-// stored in the file's metadata (lathe train writes it), the prompt is encoded as bytes, and the
-// continuation is printed raw (bytes, as the model was trained on).
+// stored in the file's metadata (lathe train writes it), the prompt is encoded with the tokenizer
+// the metadata names (bytes unless the run trained on token shards), and the continuation is
+// decoded with it and printed raw.
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -8,6 +9,10 @@
 
 #include "core/ops.h"
 #include "examples/cli/commands.h"
+#include <optional>
+
+#include "serialize/json_document.h"
+#include "train/bpe_tokenizer.h"
 #include "train/tokenizer.h"
 #include "train/weights_file.h"
 
@@ -48,19 +53,30 @@ void run_sample(const SampleOptions& o) {
   struct stat st {};
   LATHE_CHECK(::stat(o.checkpoint.c_str(), &st) == 0, o.checkpoint, ": ", std::strerror(errno));
   app::LoadedModel loaded = app::load_weights(o.checkpoint, device);
-  const app::ByteTokenizer tok;
+  // The tokenizer the model was trained with: bytes, or the one its metadata names (checked
+  // against its checksum, so a changed file is an error, not garbled text).
+  const auto recorded = loaded.metadata.find("tokenizer");
+  std::optional<app::BpeTokenizer> tok;
+  int64_t ids = 0;  // the ids drawn: those the model was trained to emit
+  if (recorded != loaded.metadata.end() && recorded->second != "bytes") {
+    const nlohmann::json j = serialize::parse_json_document(recorded->second, o.checkpoint + ": metadata \"tokenizer\"");
+    tok.emplace(app::load_tokenizer(app::TokenizerIdentity::from_json(j, o.checkpoint), "checkpoint " + o.checkpoint));
+    ids = int64_t(tok->vocab_size());  // end-of-text included: it marks where a document ends
+  } else {
+    tok.emplace(app::load_tokenizer("bytes"));
+    ids = app::ByteTokenizer::kVocabSize;  // a byte corpus has no end-of-text
+  }
   // An empty prompt starts from a newline, as nanoGPT's sample.py does.
-  const std::vector<int64_t> prompt = tok.encode(o.prompt.empty() ? std::string("\n") : o.prompt);
-  LATHE_CHECK(loaded.model->config().vocab_size >= app::ByteTokenizer::kVocabSize, o.checkpoint,
-              ": vocab_size ", loaded.model->config().vocab_size, " is smaller than the byte vocabulary (256)");
+  std::vector<int64_t> prompt;
+  for (uint32_t id : tok->encode(o.prompt.empty() ? std::string("\n") : o.prompt)) prompt.push_back(id);
+  LATHE_CHECK(loaded.model->config().vocab_size >= ids, o.checkpoint, ": vocab_size ", loaded.model->config().vocab_size,
+              " is smaller than the tokenizer's ", ids, " ids (", tok->identity().describe(), ")");
   for (int64_t s = 0; s < o.samples; ++s) {
     Tensor idx = Tensor::from_vector(prompt, {1, int64_t(prompt.size())}, device);
-    // Only ids the byte tokenizer can decode (a vocabulary padded past 256, as gpt2's, draws bytes).
-    Tensor out = loaded.model->generate(idx, o.tokens, o.temperature, o.top_k, o.seed + uint64_t(s), true,
-                                        app::ByteTokenizer::kVocabSize);
-    std::vector<int64_t> ids = out.to(Device::cpu()).flatten().to_vector<int64_t>();
-    for (int64_t& id : ids) id = id < 256 ? id : '?';  // a larger vocabulary's extra ids are not bytes
-    const std::string text = tok.decode(ids);
+    // Only ids the tokenizer can decode (a vocabulary padded past it, as gpt2's on bytes, draws bytes).
+    Tensor out = loaded.model->generate(idx, o.tokens, o.temperature, o.top_k, o.seed + uint64_t(s), true, ids);
+    const std::vector<int64_t> drawn = out.to(Device::cpu()).flatten().to_vector<int64_t>();
+    const std::string text = tok->decode(std::vector<uint32_t>(drawn.begin(), drawn.end()));
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fputs(o.samples > 1 ? "\n---------------\n" : "\n", stdout);
     // Each sample goes out as soon as it exists; when it cannot, the next ones are not worth the time.
@@ -76,7 +92,7 @@ void add_sample_command(CLI::App& app) {
   auto o = std::make_shared<SampleOptions>();
   cmd->add_option("--checkpoint", o->checkpoint, "model.safetensors or a training checkpoint (ckpt-<step>.safetensors) from lathe train")->required();
   cmd->add_option("--prompt", o->prompt, "text to continue (default: a newline)");
-  cmd->add_option("--tokens", o->tokens, "bytes to generate (at most 1000000)")->capture_default_str();
+  cmd->add_option("--tokens", o->tokens, "tokens to generate (bytes, for a byte-level model; at most 1000000)")->capture_default_str();
   cmd->add_option("--temperature", o->temperature, "softmax temperature; 0 takes the most likely byte")
       ->capture_default_str();
   cmd->add_option("--top-k", o->top_k, "sample among the k most likely bytes; 0: all")->capture_default_str();

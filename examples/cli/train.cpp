@@ -1,5 +1,6 @@
-// lathe train: train a GPT on a text corpus (bytes as tokens) and write DIR/metrics.jsonl,
-// DIR/loss.svg and DIR/model.safetensors; see train/trainer.h for the loop.
+// lathe train: train a GPT on a text corpus (bytes as tokens) or on token shards (lathe tokenize)
+// and write DIR/metrics.jsonl, DIR/loss.svg and DIR/model.safetensors; see train/trainer.h for the
+// loop.
 #include "examples/cli/commands.h"
 #include <algorithm>
 #include <charconv>
@@ -73,7 +74,7 @@ void check_explicit_values(const CLI::App& cmd, const app::TrainOptions& o) {
 }  // namespace
 
 void add_train_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("train", "Train a GPT on a text file or directory (bytes as tokens)");
+  auto* cmd = app.add_subcommand("train", "Train a GPT on a text file or directory (bytes as tokens), or on token shards from `lathe tokenize`");
   cmd->footer(
       "Writes OUT/metrics.jsonl (one JSON object per step), OUT/loss.svg (loss curves),\n"
       "OUT/ckpt-<step>.safetensors (the whole training state; see `lathe inspect`) and\n"
@@ -81,7 +82,7 @@ void add_train_command(CLI::App& app) {
       "  lathe train --config tiny --steps 600 --lr 3e-3 --out runs/tiny\n"
       "  lathe train --resume runs/tiny --steps 1000     (continue the same run)");
   auto o = std::make_shared<app::TrainOptions>();
-  cmd->add_option("--data", o->data, "text file or directory (read recursively, sorted by path)")
+  cmd->add_option("--data", o->data, "text file or directory (read recursively, sorted by path), or a directory of token shards")
       ->capture_default_str();
   cmd->add_option("--config", o->config, "model preset (tiny, small, char, nanogpt-cpu, gpt2) or a JSON file of GPTConfig fields")
       ->capture_default_str();
