@@ -63,7 +63,8 @@ DType PrecisionPolicy::dtype(OpClass c) const {
 }
 
 Tensor PrecisionPolicy::cast(OpClass c, const Tensor& x) const {
-  if (!x.defined()) return x;
+  // f32 casts nothing: the model computes in its parameters' dtype (f64 for gradchecks).
+  if (!x.defined() || precision_ == Precision::f32) return x;
   const DType want = dtype(c);
   return x.dtype() == want ? x : x.to(want);
 }

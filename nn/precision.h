@@ -52,7 +52,8 @@ class PrecisionPolicy {
   // The table above: the dtype op class `c` runs in.
   DType dtype(OpClass c) const;
   // x in the dtype of `c` (x itself when it already is; an autograd cast otherwise). Undefined
-  // tensors (an absent bias) pass through.
+  // tensors (an absent bias) pass through. The f32 policy casts nothing: a model computes in its
+  // parameters' dtype (f32, or f64 for gradchecks), exactly as without a policy.
   Tensor cast(OpClass c, const Tensor& x) const;
 
  private:
