@@ -271,6 +271,8 @@ def usage_cases(inp):
         for command in ("sample", "bench", "train"):
             base = commands[command] if command != "train" else train + ["--out", inp.path("runs/prec_" + label)]
             cases.append(Case(f"{command}.precision.{label}", base + ["--precision", value]))
+    cases.append(Case("train.init-scale.past_f32", train + ["--out", inp.path("runs/scale_f32"), "--precision", "fp16",
+                                                            "--init-scale", "1e39"]))
     cases.append(Case("train.fused.sgd", train + ["--out", inp.path("runs/fused_sgd"), "--fused", "--optimizer", "sgd"]))
     cases.append(Case("train.fused.prodigy", train + ["--out", inp.path("runs/fused_prodigy"), "--fused", "--optimizer",
                                                       "prodigy"]))
@@ -446,6 +448,7 @@ def ref_cases(inp):
         "train.scaler_not_object": ("train_tiny", dict(edit_spec=setter(precision="fp16", scaler=[1]))),
         "train.scaler_unknown_option": ("train_tiny", dict(edit_spec=setter(precision="fp16", scaler={"init": 2.0}))),
         "train.scaler_negative_scale": ("train_tiny", dict(edit_spec=setter(precision="fp16", scaler={"init_scale": -1}))),
+        "train.scaler_scale_past_f32": ("train_tiny", dict(edit_spec=setter(precision="fp16", scaler={"init_scale": 1e39}))),
         "train.scaler_growth_zero": ("train_tiny", dict(edit_spec=setter(precision="fp16", scaler={"growth_interval": 0}))),
         "train.scaler_state_in_f32": ("train_tiny", dict(edit_tensors=add("scaler.scale", "F32", [], f32(1)))),
         "train.scaler_state_unknown": ("train_tiny", dict(edit_spec=setter(precision="fp16"),

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <thread>
 
 #include "core/error.h"
@@ -29,8 +30,9 @@ void validate(const TrainOptions& o) {
   nn::parse_precision(o.precision, "--precision");
   LATHE_CHECK(!o.fused || o.optimizer == "adamw" || o.optimizer == "adam", "--fused: optimizer \"", o.optimizer,
               "\" has no fused path (adam and adamw have one)");
-  LATHE_CHECK(std::isfinite(o.init_scale) && o.init_scale > 0, "--init-scale must be a positive number, got ",
-              o.init_scale);
+  // The scale is f32 state (optim/grad_scaler.h): past f32's range it would be inf.
+  LATHE_CHECK(std::isfinite(o.init_scale) && o.init_scale > 0 && o.init_scale <= double(std::numeric_limits<float>::max()),
+              "--init-scale must be a positive number within f32's range (at most 3.4e38), got ", o.init_scale);
   LATHE_CHECK(o.scale_growth_interval >= 1, "--scale-growth-interval must be at least 1, got ",
               o.scale_growth_interval);
   LATHE_CHECK(o.eval_interval >= 0, "--eval-interval must be >= 0, got ", o.eval_interval);
