@@ -308,11 +308,15 @@ TrainSummary Trainer::run(std::FILE* log) {
       (long long)o.steps, (long long)batch_, (long long)cfg.block_size, o.optimizer.c_str(),
       state_.optimizer->fused() ? " (fused)" : "", o.lr, o.effective_min_lr(), (long long)std::min(o.warmup, o.steps - 1),
       o.weight_decay, o.grad_clip, openmp_max_threads(), openmp_max_threads() == 1 ? "" : "s");
-  if (o.precision != "f32")
-    say("precision %s: products and activations in %s, f32 master weights, optimizer state, LayerNorm, softmax and "
+  if (o.precision != "f32") {
+    char scaling[96] = "";
+    if (state_.scaler)
+      std::snprintf(scaling, sizeof scaling, "; dynamic loss scale %g, doubling after %lld good steps",
+                    state_.scaler->get_scale(), (long long)o.scale_growth_interval);
+    say("precision %s: products and activations in %s; f32 master weights, optimizer state, LayerNorm, softmax and "
         "loss%s\n",
-        o.precision.c_str(), dtype_name(nn::low_dtype(state_.model->precision())),
-        state_.scaler ? (", dynamic loss scale from " + std::to_string(state_.scaler->get_scale())).c_str() : "");
+        o.precision.c_str(), dtype_name(nn::low_dtype(state_.model->precision())), scaling);
+  }
 
   const double tokens_per_step = double(batch_) * double(cfg.block_size);
   double train_seconds = 0;  // time in training steps only (evaluations excluded), for the ETA
