@@ -30,7 +30,8 @@ CausalSelfAttention::CausalSelfAttention(int64_t C, int64_t H, bool bias, double
       c_attn(C, 3 * C, bias, opt),
       c_proj(C, C, bias, opt),
       attn_dropout(dropout, gen),
-      resid_dropout(dropout, gen) {
+      resid_dropout(dropout, gen),
+      precision_(opt.precision) {
   LATHE_CHECK(H > 0 && C % H == 0, "CausalSelfAttention: n_embd (", C, ") must be a multiple of n_head (", H, ")");
   register_module("c_attn", &c_attn);
   register_module("c_proj", &c_proj);
@@ -54,12 +55,12 @@ Tensor CausalSelfAttention::forward(const Tensor& x, KVCache* cache) const {
   if (cache) {
     LATHE_CHECK(!grad_enabled() || !x.requires_grad(),
                 "CausalSelfAttention: a KV cache is for inference; run it under NoGradGuard");
-    if (!cache->k.defined() || cache->k.size(0) != B || cache->k.dtype() != x.dtype() ||
+    if (!cache->k.defined() || cache->k.size(0) != B || cache->k.dtype() != k.dtype() ||
         cache->k.device() != x.device()) {
       LATHE_CHECK(cache->length == 0, "CausalSelfAttention: the KV cache holds ", cache->length,
                   " positions of another batch; reset it first");
-      cache->k = Tensor::empty({B, H, cache->capacity, hs}, x.dtype(), x.device());
-      cache->v = Tensor::empty({B, H, cache->capacity, hs}, x.dtype(), x.device());
+      cache->k = Tensor::empty({B, H, cache->capacity, hs}, k.dtype(), x.device());
+      cache->v = Tensor::empty({B, H, cache->capacity, hs}, v.dtype(), x.device());
     }
     past = cache->length;
     LATHE_CHECK(past + T <= cache->capacity, "CausalSelfAttention: ", past, " cached + ", T,
@@ -72,11 +73,13 @@ Tensor CausalSelfAttention::forward(const Tensor& x, KVCache* cache) const {
   }
   const int64_t Tk = past + T;
 
-  Tensor att = matmul(q, k.transpose(-2, -1));  // [B, H, T, Tk]
+  const PolicyRef& p = precision_;
+  Tensor att = matmul(p.cast(OpClass::matmul, q), p.cast(OpClass::matmul, k).transpose(-2, -1));  // [B, H, T, Tk]
+  att = p.cast(OpClass::softmax, att);
   // One query at the newest position sees every key: no mask needed.
   if (T > 1) att = add(att, causal_bias(T, Tk, past, att.dtype(), att.device()));
   att = attn_dropout.forward(softmax(att, -1));
-  Tensor y = matmul(att, v);                                   // [B, H, T, hs]
+  Tensor y = matmul(p.cast(OpClass::matmul, att), p.cast(OpClass::matmul, v));  // [B, H, T, hs]
   y = y.transpose(1, 2).reshape({B, T, C});                    // heads side by side again
   return resid_dropout.forward(c_proj.forward(y));
 }

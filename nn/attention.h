@@ -30,6 +30,9 @@ class CausalSelfAttention : public Module {
   int64_t n_embd, n_head;
   Linear c_attn, c_proj;
   Dropout attn_dropout, resid_dropout;
+
+ private:
+  PolicyRef precision_;  // the two products in the matmul dtype, the scores' softmax in f32
 };
 
 }  // namespace lathe::nn

@@ -5,7 +5,7 @@
 namespace lathe::nn {
 
 MLP::MLP(int64_t C, bool bias, double p, std::shared_ptr<Generator> gen, LayerOptions opt)
-    : c_fc(C, 4 * C, bias, opt), c_proj(4 * C, C, bias, opt), dropout(p, std::move(gen)) {
+    : c_fc(C, 4 * C, bias, opt), c_proj(4 * C, C, bias, opt), dropout(p, std::move(gen)), precision_(opt.precision) {
   register_module("c_fc", &c_fc);
   register_module("gelu", &gelu);
   register_module("c_proj", &c_proj);
@@ -13,11 +13,15 @@ MLP::MLP(int64_t C, bool bias, double p, std::shared_ptr<Generator> gen, LayerOp
 }
 
 Tensor MLP::forward(const Tensor& x) const {
-  return dropout.forward(c_proj.forward(gelu.forward(c_fc.forward(x))));
+  return dropout.forward(c_proj.forward(gelu.forward(precision_.cast(OpClass::activation, c_fc.forward(x)))));
 }
 
 Block::Block(int64_t C, int64_t H, bool bias, double p, std::shared_ptr<Generator> gen, LayerOptions opt)
-    : ln_1(C, bias, 1e-5, opt), attn(C, H, bias, p, gen, opt), ln_2(C, bias, 1e-5, opt), mlp(C, bias, p, gen, opt) {
+    : ln_1(C, bias, 1e-5, opt),
+      attn(C, H, bias, p, gen, opt),
+      ln_2(C, bias, 1e-5, opt),
+      mlp(C, bias, p, gen, opt),
+      precision_(opt.precision) {
   register_module("ln_1", &ln_1);
   register_module("attn", &attn);
   register_module("ln_2", &ln_2);
@@ -25,8 +29,9 @@ Block::Block(int64_t C, int64_t H, bool bias, double p, std::shared_ptr<Generato
 }
 
 Tensor Block::forward(const Tensor& x_in, KVCache* cache) const {
-  Tensor x = add(x_in, attn.forward(ln_1.forward(x_in), cache));
-  return add(x, mlp.forward(ln_2.forward(x)));
+  Tensor r = precision_.cast(OpClass::residual, x_in);
+  Tensor x = add(r, precision_.cast(OpClass::residual, attn.forward(ln_1.forward(r), cache)));
+  return add(x, precision_.cast(OpClass::residual, mlp.forward(ln_2.forward(x))));
 }
 
 }  // namespace lathe::nn

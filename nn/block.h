@@ -16,6 +16,9 @@ class MLP : public Module {
   GELU gelu;
   Linear c_proj;
   Dropout dropout;
+
+ private:
+  PolicyRef precision_;  // GELU runs in the policy's activation dtype
 };
 
 class Block : public Module {
@@ -28,6 +31,9 @@ class Block : public Module {
   CausalSelfAttention attn;
   LayerNorm ln_2;
   MLP mlp;
+
+ private:
+  PolicyRef precision_;  // the residual stream stays in the policy's residual dtype (f32)
 };
 
 }  // namespace lathe::nn

@@ -50,8 +50,8 @@ Transformer::Transformer(const GPTConfig& c, std::shared_ptr<Generator> gen, Lay
 GPT::GPT(const GPTConfig& config, uint64_t seed, Device device)
     : config_(validated(config)),
       dropout_gen_(std::make_shared<Generator>(seed)),
-      transformer(config_, dropout_gen_, {DType::f32, device}),
-      lm_head(config_.n_embd, config_.vocab_size, /*bias=*/false, {DType::f32, device}) {
+      transformer(config_, dropout_gen_, {DType::f32, device, PolicyRef(precision_.policy)}),
+      lm_head(config_.n_embd, config_.vocab_size, /*bias=*/false, {DType::f32, device, PolicyRef(precision_.policy)}) {
   lm_head.tie_weight(transformer.wte.weight);
   register_module("transformer", &transformer);
   register_module("lm_head", &lm_head);
@@ -66,6 +66,11 @@ GPT::GPT(const GPTConfig& config, uint64_t seed, Device device)
     }
     offset += uint64_t(p.numel());
   }
+}
+
+void GPT::set_precision(Precision p) {
+  check_precision_supported(p, device());
+  *precision_.policy = PrecisionPolicy(p);
 }
 
 bool GPT::ignored_state_key(const std::string& key) const {
@@ -101,7 +106,9 @@ Tensor GPT::hidden_states(const Tensor& idx, int64_t pos0, std::vector<KVCache>*
               " exceed block_size ", config_.block_size);
   // Positions are consecutive, so their embeddings are a slice of wpe (a view, no gather).
   Tensor pos_emb = transformer.wpe.weight.narrow(0, pos0, T);
-  Tensor x = transformer.drop.forward(add(transformer.wte.forward(idx), pos_emb));
+  const PrecisionPolicy& p = *precision_.policy;
+  Tensor x = transformer.drop.forward(
+      add(p.cast(OpClass::embedding, transformer.wte.forward(idx)), p.cast(OpClass::embedding, pos_emb)));
   for (size_t i = 0; i < transformer.h.size(); ++i)
     x = transformer.h[i].forward(x, caches ? &(*caches)[i] : nullptr);
   return x;
@@ -110,7 +117,8 @@ Tensor GPT::hidden_states(const Tensor& idx, int64_t pos0, std::vector<KVCache>*
 Tensor GPT::last_logits(const Tensor& hidden) const {
   const int64_t B = hidden.size(0), T = hidden.size(1);
   Tensor last = hidden.narrow(1, T - 1, 1);
-  return lm_head.forward(transformer.ln_f.forward(last)).view({B, config_.vocab_size});
+  const PrecisionPolicy& p = *precision_.policy;
+  return p.cast(OpClass::loss, lm_head.forward(transformer.ln_f.forward(last))).view({B, config_.vocab_size});
 }
 
 GPTOutput GPT::forward(const Tensor& idx, const Tensor& targets) const {
@@ -125,7 +133,8 @@ GPTOutput GPT::forward(const Tensor& idx, const Tensor& targets) const {
   }
   Tensor x = hidden_states(idx, 0, nullptr);
   GPTOutput out;
-  out.logits = lm_head.forward(transformer.ln_f.forward(x));
+  // Cross-entropy (and whoever reads the logits) works in the policy's loss dtype (f32).
+  out.logits = precision_.policy->cast(OpClass::loss, lm_head.forward(transformer.ln_f.forward(x)));
   if (targets.defined())
     out.loss = cross_entropy(out.logits.view({-1, config_.vocab_size}), targets.reshape({-1}), /*ignore_index=*/-1);
   return out;

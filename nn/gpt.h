@@ -54,6 +54,12 @@ class Transformer : public Module {
   LayerNorm ln_f;
 };
 
+// The mixed-precision policy of one model, shared with all its layers; mutable so that
+// GPT::set_precision reaches every layer at once.
+struct SharedPrecision {
+  std::shared_ptr<PrecisionPolicy> policy = std::make_shared<PrecisionPolicy>();
+};
+
 struct GPTOutput {
   Tensor logits;  // [B, T, vocab_size]
   Tensor loss;    // scalar mean cross-entropy; undefined without targets
@@ -99,6 +105,14 @@ class GPT : public Module {
   // tensor in the message.
   void check_token_ids(const char* what, const Tensor& t, bool allow_ignore = false) const;
 
+  // The mixed-precision policy of the forward (nn/precision.h); f32 by default. Parameters stay
+  // f32 whatever the precision (master weights). Checks first that the model's device runs every
+  // 16-bit kernel the policy needs (an error names the precision, the device and the kernel).
+  // Not part of GPTConfig: a run's precision is stored with the run's options.
+  void set_precision(Precision p);
+  Precision precision() const { return precision_.policy->precision(); }
+  const PrecisionPolicy& precision_policy() const { return *precision_.policy; }
+
   const GPTConfig& config() const { return config_; }
   // The generator every dropout layer draws from (a checkpoint saves its seed and offset).
   Generator& dropout_generator() { return *dropout_gen_; }
@@ -117,6 +131,7 @@ class GPT : public Module {
 
   GPTConfig config_;
   std::shared_ptr<Generator> dropout_gen_;
+  SharedPrecision precision_;  // before the layers, which keep a reference to its policy
 
  public:
   Transformer transformer;

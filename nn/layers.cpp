@@ -8,7 +8,8 @@ namespace lathe::nn {
 
 // ---------------------------------------------------------------- Linear
 
-Linear::Linear(int64_t in, int64_t out, bool with_bias, LayerOptions opt) : in_features(in), out_features(out) {
+Linear::Linear(int64_t in, int64_t out, bool with_bias, LayerOptions opt)
+    : in_features(in), out_features(out), precision_(opt.precision) {
   LATHE_CHECK(in > 0 && out > 0, "Linear: sizes must be positive, got in_features ", in, ", out_features ", out);
   weight = Tensor::zeros({out, in}, opt.dtype, opt.device);
   register_parameter("weight", &weight);
@@ -18,7 +19,10 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias, LayerOptions opt) : in_f
   }
 }
 
-Tensor Linear::forward(const Tensor& x) const { return linear(x, weight, bias); }
+Tensor Linear::forward(const Tensor& x) const {
+  return linear(precision_.cast(OpClass::matmul, x), precision_.cast(OpClass::matmul, weight),
+                precision_.cast(OpClass::matmul, bias));
+}
 
 void Linear::tie_weight(const Tensor& w) {
   LATHE_CHECK(w.shape() == weight.shape(), "Linear::tie_weight: weight ", w.desc(), " does not match ",
@@ -39,7 +43,7 @@ Tensor Embedding::forward(const Tensor& ids) const { return embedding(weight, id
 
 // ---------------------------------------------------------------- LayerNorm
 
-LayerNorm::LayerNorm(int64_t d, bool with_bias, double e, LayerOptions opt) : dim(d), eps(e) {
+LayerNorm::LayerNorm(int64_t d, bool with_bias, double e, LayerOptions opt) : dim(d), eps(e), precision_(opt.precision) {
   LATHE_CHECK(d > 0, "LayerNorm: dim must be positive, got ", d);
   weight = Tensor::ones({d}, opt.dtype, opt.device);
   register_parameter("weight", &weight);
@@ -51,7 +55,7 @@ LayerNorm::LayerNorm(int64_t d, bool with_bias, double e, LayerOptions opt) : di
 
 Tensor LayerNorm::forward(const Tensor& x) const {
   LATHE_CHECK(x.dim() >= 1 && x.shape().back() == dim, "LayerNorm: input ", x.desc(), " must end in dim ", dim);
-  return layer_norm(x, weight, bias, eps);
+  return layer_norm(precision_.cast(OpClass::layer_norm, x), weight, bias, eps);
 }
 
 // ---------------------------------------------------------------- Dropout, GELU

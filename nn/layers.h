@@ -10,12 +10,26 @@
 
 #include "core/random.h"
 #include "nn/module.h"
+#include "nn/precision.h"
 
 namespace lathe::nn {
 
+// The mixed-precision policy a layer follows (nn/precision.h), shared by every layer of a model so
+// that GPT::set_precision changes them all; a layer without one (the default) casts nothing.
+class PolicyRef {
+ public:
+  PolicyRef() = default;
+  explicit PolicyRef(std::shared_ptr<const PrecisionPolicy> p) : p_(std::move(p)) {}
+  Tensor cast(OpClass c, const Tensor& x) const { return p_ ? p_->cast(c, x) : x; }
+
+ private:
+  std::shared_ptr<const PrecisionPolicy> p_;
+};
+
 struct LayerOptions {
-  DType dtype = DType::f32;
+  DType dtype = DType::f32;  // the parameters' dtype
   Device device = Device::cpu();
+  PolicyRef precision;       // where the forward casts (none: computes in the inputs' dtype)
 };
 
 class Linear : public Module {
@@ -30,6 +44,9 @@ class Linear : public Module {
   int64_t in_features, out_features;
   Tensor weight;  // [out, in]
   Tensor bias;    // [out], undefined without bias
+
+ private:
+  PolicyRef precision_;  // the product runs in the policy's matmul dtype (input, weight and bias cast)
 };
 
 class Embedding : public Module {
@@ -51,6 +68,9 @@ class LayerNorm : public Module {
   double eps;
   Tensor weight;  // [dim], ones
   Tensor bias;    // [dim], zeros; undefined without bias
+
+ private:
+  PolicyRef precision_;  // the input is cast to the policy's layer_norm dtype (f32)
 };
 
 // Inverted dropout. Its random numbers come from a Generator shared with the model that owns it,

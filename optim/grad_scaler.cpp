@@ -9,8 +9,8 @@
 namespace lathe::optim {
 
 GradScaler::GradScaler(GradScalerOptions o) : options_(o) {
-  LATHE_CHECK(std::isfinite(o.init_scale) && o.init_scale > 0, "GradScaler: invalid init_scale = ", o.init_scale,
-              " (must be > 0)");
+  LATHE_CHECK(std::isfinite(o.init_scale) && o.init_scale > 0 && std::isfinite(float(o.init_scale)),
+              "GradScaler: invalid init_scale = ", o.init_scale, " (must be > 0 and within f32's range)");
   LATHE_CHECK(o.growth_factor > 1.0, "GradScaler: invalid growth_factor = ", o.growth_factor, " (must be > 1)");
   LATHE_CHECK(o.backoff_factor > 0 && o.backoff_factor < 1.0, "GradScaler: invalid backoff_factor = ",
               o.backoff_factor, " (must be in (0, 1))");

@@ -262,6 +262,8 @@ TEST_CASE("ref fixtures: the pack's cases give its answers again, bitwise, from 
   }
   CHECK(kinds == std::set<std::string>{"op", "gpt", "train"});
   CHECK(slurp(pack + "/README.md").find("resume_second_half") != std::string::npos);
+  CHECK(slurp(pack + "/README.md").find("resume_fp16_second_half") != std::string::npos);
+  CHECK(slurp(pack + "/README.md").find("train_adamw_bf16") != std::string::npos);
   // Written again over itself: fine. Into a folder of other files: refused, nothing written.
   CHECK(app::write_fixtures(pack, Device::cpu()).cases == s.cases);
   const std::string other = dir.file("other");

@@ -61,6 +61,9 @@ EXPECTED_OK = {
     "train.keep-last.int64_max", "train.warmup.int64_max",
     # One corpus file is taken as bytes whatever they are (only a directory skips binary files).
     "train.data.garbage", "train.data.truncated",
+    # Any finite positive initial loss scale (fp16 backs off from it), any growth interval >= 1.
+    "train.init-scale.hex", "train.init-scale.too_big", "train.init-scale.int64_max",
+    "train.scale-growth-interval.int64_max",
 }
 
 
@@ -358,7 +361,8 @@ def flag_cases(inp):
         "train": (None, {"--steps": "int", "--batch": "int", "--lr": "float", "--min-lr": "float", "--warmup": "int",
                          "--weight-decay": "float", "--grad-clip": "float", "--beta1": "float", "--beta2": "float",
                          "--seed": "int", "--eval-interval": "int", "--eval-iters": "int", "--ckpt-interval": "int",
-                         "--keep-last": "int", "--threads": "int", "--sample-tokens": "int"}),
+                         "--keep-last": "int", "--threads": "int", "--sample-tokens": "int",
+                         "--init-scale": "float", "--scale-growth-interval": "int"}),
     }
     cases = []
     for command, (base, options) in flags.items():
@@ -401,6 +405,16 @@ def usage_cases(inp):
         cases.append(Case(f"{command}.unknown_flag", base + ["--frobnicate"]))
         cases.append(Case(f"{command}.unknown_flag_value", base + ["--frobnicate=3"]))
     cases.append(Case("train.out.empty", train + ["--out", ""]))
+    # --precision: f32, bf16 or fp16, nothing else, in every command that takes it.
+    for label, value in {"unknown": "fp8", "empty": "", "upper": "FP16", "dtype_name": "f16"}.items():
+        for command in ("sample", "bench", "train"):
+            base = commands[command] if command != "train" else train + ["--out", inp.path("runs/prec_" + label)]
+            cases.append(Case(f"{command}.precision.{label}", base + ["--precision", value]))
+    cases.append(Case("train.init-scale.past_f32", train + ["--out", inp.path("runs/scale_f32"), "--precision", "fp16",
+                                                            "--init-scale", "1e39"]))
+    cases.append(Case("train.fused.sgd", train + ["--out", inp.path("runs/fused_sgd"), "--fused", "--optimizer", "sgd"]))
+    cases.append(Case("train.fused.prodigy", train + ["--out", inp.path("runs/fused_prodigy"), "--fused", "--optimizer",
+                                                      "prodigy"]))
     cases.append(Case("train.threads.ten_thousand", train + ["--out", inp.path("runs/threads"), "--threads", "10000"]))
     cases.append(Case("bench.threads.ten_thousand", commands["bench"] + ["--threads", "10000"]))
     devices = {"gpu": "gpu", "cuda99": "cuda:99", "sim99": "sim:99", "cpu1": "cpu:1", "empty": "", "cuda_neg": "cuda:-1",
@@ -567,6 +581,19 @@ def ref_cases(inp):
         "train.weight_f64_wrong_shape": ("train_tiny", dict(edit_tensors=replace("transformer.ln_f.weight", "F64", [3], b"\0" * 24))),
         "train.unexpected_tensor": ("train_tiny", dict(edit_tensors=add("idx.9", "I64", [2, 8], i64(16)))),
         "train.noncanonical_name": ("train_tiny", dict(edit_tensors=add("idx.01", "I64", [2, 8], i64(16)))),
+        "train.precision_unknown": ("train_tiny", dict(edit_spec=setter(precision="fp8"))),
+        "train.precision_number": ("train_tiny", dict(edit_spec=setter(precision=16))),
+        "train.scaler_without_fp16": ("train_tiny", dict(edit_spec=setter(precision="bf16", scaler={"init_scale": 2.0}))),
+        "train.scaler_not_object": ("train_tiny", dict(edit_spec=setter(precision="fp16", scaler=[1]))),
+        "train.scaler_unknown_option": ("train_tiny", dict(edit_spec=setter(precision="fp16", scaler={"init": 2.0}))),
+        "train.scaler_negative_scale": ("train_tiny", dict(edit_spec=setter(precision="fp16", scaler={"init_scale": -1}))),
+        "train.scaler_scale_past_f32": ("train_tiny", dict(edit_spec=setter(precision="fp16", scaler={"init_scale": 1e39}))),
+        "train.scaler_growth_zero": ("train_tiny", dict(edit_spec=setter(precision="fp16", scaler={"growth_interval": 0}))),
+        "train.scaler_state_in_f32": ("train_tiny", dict(edit_tensors=add("scaler.scale", "F32", [], f32(1)))),
+        "train.scaler_state_unknown": ("train_tiny", dict(edit_spec=setter(precision="fp16"),
+                                                          edit_tensors=add("scaler.bogus", "F32", [], f32(1)))),
+        "train.scaler_state_zero": ("train_tiny", dict(edit_spec=setter(precision="fp16"),
+                                                       edit_tensors=add("scaler.scale", "F32", [], struct.pack("<f", 0.0)))),
         # gpt
         "gpt.idx_missing": ("gpt_tiny", dict(edit_tensors=drop("idx"))),
         "gpt.idx_float": ("gpt_tiny", dict(edit_tensors=replace("idx", "F32", [2, 8], f32(16)))),

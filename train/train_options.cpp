@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <thread>
 
 #include "core/error.h"
+#include "nn/precision.h"
 
 namespace lathe::app {
 
@@ -25,6 +27,14 @@ void validate(const TrainOptions& o) {
               "--optimizer must be adamw, adam, sgd or prodigy, got \"", o.optimizer, "\"");
   LATHE_CHECK(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1, "--beta1 and --beta2 must be in [0, 1), got ",
               o.beta1, " and ", o.beta2);
+  nn::parse_precision(o.precision, "--precision");
+  LATHE_CHECK(!o.fused || o.optimizer == "adamw" || o.optimizer == "adam", "--fused: optimizer \"", o.optimizer,
+              "\" has no fused path (adam and adamw have one)");
+  // The scale is f32 state (optim/grad_scaler.h): past f32's range it would be inf.
+  LATHE_CHECK(std::isfinite(o.init_scale) && o.init_scale > 0 && o.init_scale <= double(std::numeric_limits<float>::max()),
+              "--init-scale must be a positive number within f32's range (at most 3.4e38), got ", o.init_scale);
+  LATHE_CHECK(o.scale_growth_interval >= 1, "--scale-growth-interval must be at least 1, got ",
+              o.scale_growth_interval);
   LATHE_CHECK(o.eval_interval >= 0, "--eval-interval must be >= 0, got ", o.eval_interval);
   LATHE_CHECK(o.eval_iters > 0, "--eval-iters must be positive, got ", o.eval_iters);
   LATHE_CHECK(o.ckpt_interval >= 0, "--ckpt-interval must be >= 0, got ", o.ckpt_interval);
@@ -64,6 +74,10 @@ void for_each_option(TrainOptions& o, F&& f) {
   f("beta1", o.beta1);
   f("beta2", o.beta2);
   f("seed", o.seed);
+  f("precision", o.precision);
+  f("fused", o.fused);
+  f("init_scale", o.init_scale);
+  f("scale_growth_interval", o.scale_growth_interval);
   f("eval_interval", o.eval_interval);
   f("eval_iters", o.eval_iters);
   f("ckpt_interval", o.ckpt_interval);

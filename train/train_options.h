@@ -27,6 +27,10 @@ struct TrainOptions {
   double beta1 = 0.9;
   double beta2 = 0.99;         // nanoGPT's choice for small character models (few tokens per step)
   uint64_t seed = 1337;
+  std::string precision = "f32";  // f32 | bf16 | fp16 (nn/precision.h); fp16 trains with a loss scaler
+  bool fused = false;             // the optimizer's fused path (always taken on cuda where it exists)
+  double init_scale = 65536;      // fp16: the loss scaler's first scale
+  int64_t scale_growth_interval = 2000;  // fp16: good steps after which the scale doubles
   int64_t eval_interval = 100;  // evaluate every this many steps (and at the end); 0: only at the end
   int64_t eval_iters = 20;      // validation batches per evaluation
   int64_t ckpt_interval = 0;    // checkpoint every this many steps; 0: only at the end

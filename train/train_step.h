@@ -3,23 +3,33 @@
 //
 //   loss = model(x, y); loss.backward(); clip_grad_norm_(params, grad_clip) if grad_clip > 0
 //   [set every group's lr]; optimizer.step(); optimizer.zero_grad(set_to_none=True)
+//
+// With a loss scaler (fp16 runs, torch.cuda.amp.GradScaler's recipe):
+//
+//   scaler.scale(loss).backward(); scaler.unscale_(optimizer)
+//   clip_grad_norm_(params, grad_clip) unless a gradient held inf or nan
+//   scaler.step(optimizer)   (skipped on inf or nan); scaler.update(); optimizer.zero_grad()
 #pragma once
 
 #include <optional>
 
 #include "core/tensor.h"
 #include "nn/gpt.h"
+#include "optim/grad_scaler.h"
 #include "optim/optimizer.h"
 
 namespace lathe::app {
 
 struct StepOutcome {
-  double loss = 0;       // the batch's loss, before the update
-  double grad_norm = 0;  // global gradient norm before clipping (0 when clipping is off)
+  double loss = 0;       // the batch's loss, before the update (unscaled)
+  double grad_norm = 0;  // global gradient norm before clipping (0 when clipping is off or the step was skipped)
+  bool skipped = false;  // the scaler found inf or nan in the gradients: no update
+  double scale = 1;      // the loss scale this step used (1 without a scaler)
 };
 
 // `lr`: the LR every group takes for this step (a schedule's); none keeps the groups' own.
+// `scaler`: the loss scaler of an fp16 run, or null.
 StepOutcome train_step(nn::GPT& model, optim::Optimizer& opt, const Tensor& x, const Tensor& y, double grad_clip,
-                       std::optional<double> lr = std::nullopt);
+                       std::optional<double> lr = std::nullopt, optim::GradScaler* scaler = nullptr);
 
 }  // namespace lathe::app

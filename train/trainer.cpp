@@ -39,7 +39,7 @@ std::unique_ptr<optim::Optimizer> make_run_optimizer(const TrainOptions& o, cons
   if (o.optimizer == "sgd") defaults = {{"lr", o.lr}, {"momentum", o.beta1}};
   // The fused path runs one multi-tensor kernel per group: fewer launches on a GPU.
   const OptimizerKind* kind = find_optimizer_kind(o.optimizer);
-  const bool fused = device.type == DeviceType::cuda && kind != nullptr && kind->has_fused;
+  const bool fused = o.fused || (device.type == DeviceType::cuda && kind != nullptr && kind->has_fused);
   auto opt = make_optimizer(o.optimizer, defaults, fused);
   add_nanogpt_param_groups(*opt, model, {{"weight_decay", o.weight_decay}});
   return opt;
@@ -57,13 +57,17 @@ std::string format_rate(double tok_per_s) {
 // uninterrupted run's), later ones (written after the checkpoint by the run that stopped) go, so
 // the file ends up equal to the uninterrupted run's (train/metrics_log.h). The loss curves are
 // rebuilt from the kept lines.
-void restore_metrics(const std::string& path, int64_t step, LossCurves& curves) {
+// Returns how many of the kept steps an fp16 run skipped.
+int64_t restore_metrics(const std::string& path, int64_t step, LossCurves& curves) {
+  int64_t skipped = 0;
   for (const nlohmann::json& rec : cut_metrics_log(path, step)) {
+    if (rec.value("skipped", false) == true) ++skipped;
     const int64_t s = rec["step"].get<int64_t>();
     const std::string where = path + ": step " + std::to_string(s);
     if (rec.contains("loss")) curves.train.emplace_back(s, metric_value(rec, "loss", where));
     if (rec.contains("val_loss")) curves.val.emplace_back(s, metric_value(rec, "val_loss", where));
   }
+  return skipped;
 }
 
 // Whether every element of a floating tensor is finite (integer tensors always are). Reads a host
@@ -137,6 +141,14 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
 
   state_.model = std::make_unique<nn::GPT>(cfg, derive_seed(options_.seed, kWeights), device_);
   state_.model->train(true);
+  const nn::Precision precision = nn::parse_precision(options_.precision, "--precision");
+  state_.model->set_precision(precision);  // an error here names a kernel without a 16-bit path
+  if (nn::needs_loss_scaling(precision)) {
+    optim::GradScalerOptions so;
+    so.init_scale = options_.init_scale;
+    so.growth_interval = options_.scale_growth_interval;
+    state_.scaler = std::make_unique<optim::GradScaler>(so);
+  }
   state_.optimizer = make_run_optimizer(options_, *state_.model, device_);
   // nanoGPT's schedule with lr_decay_iters = max_iters; warm-up shorter than the run.
   const int64_t warmup = std::min(options_.warmup, options_.steps - 1);
@@ -161,7 +173,9 @@ void Trainer::restore(const serialize::TrainingCheckpoint& ckpt, const ProgramSt
     LATHE_CHECK(program.corpus_bytes == data_->stream_size(), token_data_ ? "the token shards " : "the corpus ",
                 options_.data, " has ", data_->stream_size(), token_data_ ? " tokens" : " bytes", ", but the run was trained on ", program.corpus_bytes,
                 token_data_ ? " tokens" : " bytes", ": the data windows would differ");
-    ckpt.restore(*state_.model, *state_.optimizer);
+    // The scaler's state (scale, growth tracker) comes back with the rest; a checkpoint of another
+    // precision never gets here (--precision is one of the settings a resume keeps).
+    ckpt.restore(*state_.model, *state_.optimizer, state_.scaler.get());
     state_.data_gen.set_state(program.data_generator.seed, program.data_generator.offset);
     state_.model->dropout_generator().set_state(program.dropout_generator.seed, program.dropout_generator.offset);
     last_val_loss_ = program.last_val_loss;
@@ -182,9 +196,12 @@ StepResult Trainer::train_step() {
   StepResult r;
   Batch b = data_->sample(Split::train, batch_, state_.data_gen, device_);
   r.lr = state_.schedule->lr(state_.step);
-  const StepOutcome o = app::train_step(*state_.model, *state_.optimizer, b.x, b.y, options_.grad_clip, r.lr);
+  const StepOutcome o =
+      app::train_step(*state_.model, *state_.optimizer, b.x, b.y, options_.grad_clip, r.lr, state_.scaler.get());
   r.loss = o.loss;
   r.grad_norm = o.grad_norm;
+  r.skipped = o.skipped;
+  r.scale = o.scale;
   LATHE_CHECK(std::isfinite(r.loss), "training diverged: the loss is ", r.loss, " at step ", state_.step + 1,
               " (lr ", r.lr, "); try a lower --lr or a --grad-clip");
   ++state_.step;
@@ -237,6 +254,7 @@ void Trainer::save_checkpoint(const std::string& path) const {
   serialize::TrainingStateRef ref;
   ref.model = state_.model.get();
   ref.optimizer = state_.optimizer.get();
+  ref.scaler = state_.scaler.get();
   ref.step = state_.step;
   ref.model_description = state_.model_choice.config.to_json();
   ProgramState program;
@@ -290,9 +308,10 @@ TrainSummary Trainer::run(std::FILE* log) {
   const std::string dir = std::filesystem::path(o.out).string();
   const RunLock lock(dir);  // held until run() returns: no second run writes this directory
   LossCurves curves;
+  int64_t skipped_steps = 0;  // fp16: updates the scaler skipped, over the whole run
   if (resumed_) {
     // The metrics first: a bad line fails the resume before any checkpoint is moved.
-    restore_metrics(dir + "/metrics.jsonl", state_.step, curves);
+    skipped_steps = restore_metrics(dir + "/metrics.jsonl", state_.step, curves);
     const std::string aside = move_aside_superseded(dir, state_.step, resumed_from_);
     if (!aside.empty())
       std::fprintf(stderr, "lathe: moved the checkpoints of %s that a run resumed at step %lld does not continue into %s\n",
@@ -317,12 +336,21 @@ TrainSummary Trainer::run(std::FILE* log) {
       state_.model_choice.name.c_str(), (long long)cfg.n_layer, (long long)cfg.n_head, (long long)cfg.n_embd,
       (long long)cfg.block_size, double(state_.model->num_params()) / 1e6, device_.str().c_str());
   if (resumed_) say("resuming at step %lld of %lld\n", (long long)state_.step, (long long)o.steps);
-  say("training %lld steps of %lld x %lld tokens with %s (lr %g -> %g, warmup %lld, weight decay %g, clip %g), "
+  say("training %lld steps of %lld x %lld tokens with %s%s (lr %g -> %g, warmup %lld, weight decay %g, clip %g), "
       "%d thread%s%s\n",
-      (long long)o.steps, (long long)batch_, (long long)cfg.block_size, o.optimizer.c_str(), o.lr,
-      o.effective_min_lr(), (long long)std::min(o.warmup, o.steps - 1), o.weight_decay, o.grad_clip,
-      openmp_max_threads(), openmp_max_threads() == 1 ? "" : "s",
+      (long long)o.steps, (long long)batch_, (long long)cfg.block_size, o.optimizer.c_str(),
+      state_.optimizer->fused() ? " (fused)" : "", o.lr, o.effective_min_lr(), (long long)std::min(o.warmup, o.steps - 1),
+      o.weight_decay, o.grad_clip, openmp_max_threads(), openmp_max_threads() == 1 ? "" : "s",
       threads_->governs() ? " (the default: as many as other processes leave cores free)" : "");
+  if (o.precision != "f32") {
+    char scaling[96] = "";
+    if (state_.scaler)
+      std::snprintf(scaling, sizeof scaling, "; dynamic loss scale %g, doubling after %lld good steps",
+                    state_.scaler->get_scale(), (long long)o.scale_growth_interval);
+    say("precision %s: products and activations in %s; f32 master weights, optimizer state, LayerNorm, softmax and "
+        "loss%s\n",
+        o.precision.c_str(), dtype_name(nn::low_dtype(state_.model->precision())), scaling);
+  }
 
   const double tokens_per_step = double(batch_) * double(cfg.block_size);
   double train_seconds = 0;  // time in training steps only (evaluations excluded), for the ETA
@@ -342,16 +370,27 @@ TrainSummary Trainer::run(std::FILE* log) {
     summary.final_train_loss = r.loss;
 
     nlohmann::json rec = {{"step", step}, {"loss", r.loss}, {"lr", r.lr}, {"tok_per_s", tokens_per_step / r.seconds}};
-    if (o.grad_clip > 0) rec["grad_norm"] = r.grad_norm;
+    if (o.grad_clip > 0 && !r.skipped) rec["grad_norm"] = r.grad_norm;
+    if (state_.scaler) {
+      rec["scale"] = r.scale;
+      if (r.skipped) {
+        rec["skipped"] = true;
+        ++skipped_steps;
+      }
+    }
     curves.train.emplace_back(step, r.loss);
 
     const bool last = step == o.steps;
     if (seconds_since(last_print) >= o.progress_seconds || step == first_step + 1 || last) {
       const double rate = tokens_per_step * double(steps_since_print) / seconds_since_print;
       const double eta = double(o.steps - step) * train_seconds / double(step - first_step);
-      say("step %*lld/%lld | loss %.4f | lr %.2e | %s tok/s | %.0f ms/step | ETA %s\n",
+      // fp16: the scale the last step used and the steps skipped so far.
+      char scaling[64] = "";
+      if (state_.scaler)
+        std::snprintf(scaling, sizeof scaling, " | scale %g | skipped %lld", r.scale, (long long)skipped_steps);
+      say("step %*lld/%lld | loss %.4f | lr %.2e%s | %s tok/s | %.0f ms/step | ETA %s\n",
           int(std::to_string(o.steps).size()), (long long)step, (long long)o.steps,
-          r.loss, r.lr, format_rate(rate).c_str(),
+          r.loss, r.lr, scaling, format_rate(rate).c_str(),
           1e3 * seconds_since_print / double(steps_since_print), format_duration(eta).c_str());
       last_print = Clock::now();
       steps_since_print = 0;
@@ -383,6 +422,7 @@ TrainSummary Trainer::run(std::FILE* log) {
   }
   write_loss_svg(dir + "/loss.svg", curves);
 
+  summary.skipped_steps = skipped_steps;
   summary.steps = state_.step;
   summary.seconds = seconds_since(run_start);
   const int64_t steps_run = summary.steps - first_step;
@@ -390,6 +430,9 @@ TrainSummary Trainer::run(std::FILE* log) {
       (long long)steps_run, format_duration(summary.seconds).c_str(),
       format_rate(steps_run ? tokens_per_step * double(steps_run) / train_seconds : 0.0).c_str(),
       summary.final_val_loss, summary.final_val_bpb);
+  if (state_.scaler)
+    say("loss scaling: %lld of %lld steps skipped (inf or nan in the gradients); scale now %g\n",
+        (long long)skipped_steps, (long long)summary.steps, state_.scaler->get_scale());
   say("wrote %s, %s/model.safetensors, %s/metrics.jsonl, %s/loss.svg\n", checkpoint_path(dir, state_.step).c_str(),
       dir.c_str(), dir.c_str(), dir.c_str());
   if (o.sample_tokens > 0) {

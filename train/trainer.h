@@ -7,7 +7,9 @@
 // bitwise identical to the run that never stopped: same losses, same final weights.
 //
 // One step: draw a batch, then train_step (train/train_step.h): forward, backward, clip the global
-// gradient norm, set the scheduled LR, optimizer step, zero the gradients. Every eval_interval steps (and at the end) the mean
+// gradient norm, set the scheduled LR, optimizer step, zero the gradients. --precision bf16|fp16
+// runs the model's products in 16 bits (nn/precision.h) with f32 master weights; fp16 adds the
+// dynamic loss scaler, whose skipped steps and scale go to metrics.jsonl and the progress line. Every eval_interval steps (and at the end) the mean
 // validation loss over eval_iters batches is measured without gradients in eval mode; its batches
 // come from a generator re-seeded for every evaluation, so evaluations compare the same windows
 // and the training batches do not depend on how often one evaluates.
@@ -23,6 +25,7 @@
 #include "core/error.h"
 #include "core/random.h"
 #include "nn/gpt.h"
+#include "optim/grad_scaler.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "serialize/checkpoint.h"
@@ -40,6 +43,7 @@ struct TrainState {
   std::unique_ptr<nn::GPT> model;
   std::unique_ptr<optim::Optimizer> optimizer;
   std::unique_ptr<optim::LrSchedule> schedule;
+  std::unique_ptr<optim::GradScaler> scaler;  // fp16 runs only (bf16 and f32 need none)
   Generator data_gen;  // training batches drawn so far: (seed, offset)
   int64_t step = 0;    // optimizer steps completed
 };
@@ -49,6 +53,8 @@ struct StepResult {
   double lr = 0;         // the LR the update used
   double grad_norm = 0;  // global gradient norm before clipping (0 when clipping is off)
   double seconds = 0;    // wall time of the step
+  bool skipped = false;  // fp16: inf or nan in the gradients; the update was skipped
+  double scale = 1;      // fp16: the loss scale the step used
 };
 
 struct TrainSummary {
@@ -57,6 +63,7 @@ struct TrainSummary {
   double final_val_loss = 0;    // the last evaluation, nats per token
   double final_val_bpb = 0;     // the same in bits per byte of text
   double seconds = 0;           // wall time of run()
+  int64_t skipped_steps = 0;    // fp16: steps whose update the loss scaler skipped (whole run)
 };
 
 // Derives independent random streams (weights, batches, evaluation, sampling) from one seed, so

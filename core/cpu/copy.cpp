@@ -28,6 +28,13 @@ void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
           }
         }
         using C = typename compute_type<S>::type;
+        // The casts of mixed precision, f32 <-> bf16/f16, in loops that vectorise (core/cpu/loops.h).
+        if constexpr (cpu::is_16bit_float<S> && std::is_same_v<D, float>) {
+          if (s[0] == 1 && s[1] == 1) return cpu::widen(i, o, n);
+        }
+        if constexpr (cpu::is_16bit_float<D> && std::is_same_v<S, float>) {
+          if (s[0] == 1 && s[1] == 1) return cpu::narrow(i, o, n);
+        }
         if (s[0] == 1 && s[1] == 1) {
           for (int64_t k = 0; k < n; ++k) o[k] = static_cast<D>(static_cast<C>(i[k]));
         } else {

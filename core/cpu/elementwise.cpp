@@ -29,6 +29,20 @@ void map1(const Tensor& x, const Tensor& out, F f) {
                           __attribute__((flatten)) {
     TO* o = reinterpret_cast<TO*>(p[0]);
     const TI* a = reinterpret_cast<const TI*>(p[1]);
+    if constexpr (cpu::is_16bit_float<TI>) {
+      if (s[0] == 1 && s[1] == 1) {  // in blocks through f32, see core/cpu/loops.h
+        using R = decltype(f(0.0f));
+        float xa[cpu::k16BitBlock];
+        R r[cpu::k16BitBlock];
+        for (int64_t k0 = 0; k0 < n; k0 += cpu::k16BitBlock) {
+          const int64_t m = std::min(cpu::k16BitBlock, n - k0);
+          cpu::widen(a + k0, xa, m);
+          for (int64_t k = 0; k < m; ++k) r[k] = f(xa[k]);
+          cpu::narrow(r, o + k0, m);
+        }
+        return;
+      }
+    }
     if (s[0] == 1 && s[1] == 1) {
       for (int64_t k = 0; k < n; ++k) o[k] = static_cast<TO>(f(cpu::load(a + k)));
     } else {
@@ -49,6 +63,24 @@ void map2(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
     TO* o = reinterpret_cast<TO*>(p[0]);
     const TI* x = reinterpret_cast<const TI*>(p[1]);
     const TI* y = reinterpret_cast<const TI*>(p[2]);
+    if constexpr (cpu::is_16bit_float<TI>) {
+      // Contiguous, or one side a broadcast scalar: in blocks through f32 (core/cpu/loops.h).
+      if (s[0] == 1 && (s[1] == 1 || s[1] == 0) && (s[2] == 1 || s[2] == 0) && (s[1] | s[2]) != 0) {
+        using R = decltype(f(0.0f, 0.0f));
+        float xa[cpu::k16BitBlock], ya[cpu::k16BitBlock];
+        R r[cpu::k16BitBlock];
+        if (s[1] == 0) std::fill_n(xa, cpu::k16BitBlock, float(cpu::load(x)));
+        if (s[2] == 0) std::fill_n(ya, cpu::k16BitBlock, float(cpu::load(y)));
+        for (int64_t k0 = 0; k0 < n; k0 += cpu::k16BitBlock) {
+          const int64_t m = std::min(cpu::k16BitBlock, n - k0);
+          if (s[1] == 1) cpu::widen(x + k0, xa, m);
+          if (s[2] == 1) cpu::widen(y + k0, ya, m);
+          for (int64_t k = 0; k < m; ++k) r[k] = f(xa[k], ya[k]);
+          cpu::narrow(r, o + k0, m);
+        }
+        return;
+      }
+    }
     if (s[0] == 1 && s[1] == 1 && s[2] == 1) {
       for (int64_t k = 0; k < n; ++k) o[k] = static_cast<TO>(f(cpu::load(x + k), cpu::load(y + k)));
     } else if (s[0] == 1 && s[1] == 1 && s[2] == 0) {  // tensor op scalar

@@ -7,7 +7,9 @@
 #include "core/backend.h"
 #include "core/storage.h"
 #include "examples/cli/commands.h"
+#include "nn/precision.h"
 #include "optim/adam.h"
+#include "optim/grad_scaler.h"
 #include "train/flops.h"
 #include "train/model_config.h"
 #include "train/system_info.h"
@@ -24,6 +26,7 @@ struct BenchOptions {
   int64_t warmup = 2;
   int64_t batch = 0;  // 0: the preset's
   int threads = 0;
+  std::string precision = "f32";
   bool json = false;
 };
 
@@ -46,7 +49,9 @@ void run_bench(const BenchOptions& o) {
   check_range("--threads", o.threads, 0, kMaxBenchThreads);
   app::ModelChoice choice;
   Device device;
+  nn::Precision precision = nn::Precision::f32;
   try {
+    precision = nn::parse_precision(o.precision, "--precision");
     choice = app::resolve_model_config(o.config);
     device = Device::parse(o.device);
     // As train: a model that cannot fit is refused before anything is allocated.
@@ -63,16 +68,20 @@ void run_bench(const BenchOptions& o) {
   const int64_t B = o.batch > 0 ? o.batch : choice.default_batch, T = c.block_size;
 
   nn::GPT model(c, /*seed=*/0, device);
+  model.set_precision(precision);
   // As gpt_torch.py: one group, AdamW(lr=3e-4, weight_decay=0.1).
   optim::AdamW opt(model.parameters(), {{"lr", 3e-4}, {"weight_decay", 0.1}}, device.type == DeviceType::cuda);
+  // fp16 steps as `lathe train` takes them: scaled loss, unscale (one read of the inf check), step, update.
+  optim::GradScaler scaler(optim::GradScalerOptions{.enabled = nn::needs_loss_scaling(precision)});
   const Tensor x = Tensor::randint(0, c.vocab_size, {B, T}, /*seed=*/1, 0, DType::i64, device);
   const Tensor y = Tensor::randint(0, c.vocab_size, {B, T}, /*seed=*/2, 0, DType::i64, device);
   auto step = [&] {
     threads.update();
     nn::GPTOutput out = model.forward(x, y);
     opt.zero_grad();
-    out.loss.backward();
-    opt.step();
+    scaler.scale(out.loss).backward();
+    scaler.step(opt);
+    scaler.update();
   };
   Backend& backend = backend_for(device);
   for (int64_t i = 0; i < o.warmup; ++i) step();
@@ -89,6 +98,7 @@ void run_bench(const BenchOptions& o) {
   const size_t peak_device = memory_stats(device).peak_allocated;
   if (o.json) {
     nlohmann::json j = {{"config", choice.name},  {"device", device.str()},  {"params", model.num_params()},
+                        {"precision", nn::precision_name(precision)},
                         {"batch", B},             {"seq_len", T},            {"threads", app::openmp_max_threads()},
                         {"steps", o.steps},       {"ms_per_step", seconds * 1e3}, {"tok_per_s", tokens / seconds},
                         {"gflop_per_s", flops / seconds / 1e9}, {"peak_rss_bytes", peak_rss},
@@ -96,9 +106,9 @@ void run_bench(const BenchOptions& o) {
     std::printf("%s\n", j.dump().c_str());
     return;
   }
-  std::printf("lathe %s config=%s params=%lld batch=%lld seq=%lld device=%s threads=%d\n", LATHE_VERSION,
-              choice.name.c_str(), (long long)model.num_params(), (long long)B, (long long)T, device.str().c_str(),
-              app::openmp_max_threads());
+  std::printf("lathe %s config=%s params=%lld batch=%lld seq=%lld device=%s precision=%s threads=%d\n",
+              LATHE_VERSION, choice.name.c_str(), (long long)model.num_params(), (long long)B, (long long)T,
+              device.str().c_str(), nn::precision_name(precision), app::openmp_max_threads());
   std::printf("  %.1f ms/step  %.0f tok/s  %.2f GFLOP/s  (%lld timed steps after %lld warm-up)\n", seconds * 1e3,
               tokens / seconds, flops / seconds / 1e9, (long long)o.steps, (long long)o.warmup);
   std::printf("  peak memory: process RSS %s, %s allocator %s\n", app::format_bytes(peak_rss).c_str(),
@@ -120,6 +130,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--device", o->device, "cpu, sim or cuda[:N]")->capture_default_str();
   cmd->add_option("--batch", o->batch, "sequences per step, at most 4096 (default: the preset's: tiny 8, small 16, char 8, gpt2 4)");
   cmd->add_option("--threads", o->threads, "CPU threads, at most 1024 (default: OMP_NUM_THREADS, else as many as other processes leave cores free, checked as it runs)");
+  cmd->add_option("--precision", o->precision, "f32, bf16 or fp16 (fp16 with the loss scaler), as lathe train")
+      ->capture_default_str();
   cmd->add_flag("--json", o->json, "print one JSON line");
   cmd->callback([o] { run_bench(*o); });
 }

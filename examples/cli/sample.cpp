@@ -13,6 +13,7 @@
 
 #include "serialize/json_document.h"
 #include "train/bpe_tokenizer.h"
+#include "nn/precision.h"
 #include "train/tokenizer.h"
 #include "train/weights_file.h"
 
@@ -29,6 +30,7 @@ struct SampleOptions {
   uint64_t seed = 0;
   std::string device = "cpu";
   int64_t samples = 1;
+  std::string precision = "f32";  // the forward's mixed-precision policy (nn/precision.h)
 };
 
 // Past these a request is a typing mistake that would generate for days, not a sample.
@@ -49,10 +51,17 @@ void run_sample(const SampleOptions& o) {
   } catch (const Error& e) {
     throw UsageError(std::string("--device: ") + e.what());
   }
+  nn::Precision precision = nn::Precision::f32;
+  try {
+    precision = nn::parse_precision(o.precision, "--precision");
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
   // A runtime error (exit 1) naming the reason: a loop of symbolic links is not a missing file.
   struct stat st {};
   LATHE_CHECK(::stat(o.checkpoint.c_str(), &st) == 0, o.checkpoint, ": ", std::strerror(errno));
   app::LoadedModel loaded = app::load_weights(o.checkpoint, device);
+  loaded.model->set_precision(precision);
   // The tokenizer the model was trained with: bytes, or the one its metadata names (checked
   // against its checksum, so a changed file is an error, not garbled text).
   const auto recorded = loaded.metadata.find("tokenizer");
@@ -99,6 +108,8 @@ void add_sample_command(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "random seed of the sampler")->capture_default_str();
   cmd->add_option("--samples", o->samples, "number of independent samples (at most 100000)")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu, sim or cuda[:N]")->capture_default_str();
+  cmd->add_option("--precision", o->precision, "f32, bf16 or fp16: the forward's products in 16 bits")
+      ->capture_default_str();
   cmd->callback([o] { run_sample(*o); });
 }
 

@@ -80,6 +80,7 @@ void add_train_command(CLI::App& app) {
       "OUT/ckpt-<step>.safetensors (the whole training state; see `lathe inspect`) and\n"
       "OUT/model.safetensors (weights + config; see `lathe sample`). Examples:\n"
       "  lathe train --config tiny --steps 600 --lr 3e-3 --out runs/tiny\n"
+      "  lathe train --config tiny --precision bf16 --out runs/tiny-bf16\n"
       "  lathe train --resume runs/tiny --steps 1000     (continue the same run)");
   auto o = std::make_shared<app::TrainOptions>();
   cmd->add_option("--data", o->data, "text file or directory (read recursively, sorted by path), or a directory of token shards")
@@ -102,6 +103,16 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "seed of the weights, the batches and the final sample")
       ->capture_default_str()
       ->check(integer_in_range<uint64_t>());
+  cmd->add_option("--precision", o->precision,
+                  "f32, bf16 or fp16: products and activations in 16 bits with f32 master weights; fp16 adds "
+                  "dynamic loss scaling")
+      ->capture_default_str();
+  cmd->add_flag("--fused", o->fused, "the optimizer's fused (multi-tensor) step, on any device (always on cuda)");
+  cmd->add_option("--init-scale", o->init_scale, "fp16: the loss scaler's initial scale")->capture_default_str();
+  cmd->add_option("--scale-growth-interval", o->scale_growth_interval,
+                  "fp16: good steps after which the loss scale doubles")
+      ->capture_default_str()
+      ->check(in_i64);
   cmd->add_option("--eval-interval", o->eval_interval, "validate every this many steps (and at the end); 0: at the end")
       ->capture_default_str()
       ->check(in_i64);

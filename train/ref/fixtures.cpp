@@ -259,35 +259,67 @@ void add_train_fixtures(Pack& pack) {
   f.document["param_groups"] = {embeddings, rest};
   f.covers = "AdamW over explicit param_groups (every parameter decays; the embeddings at lr 0.005)";
   pack.add(f);
+
+  // Mixed precision: the policy of nn/precision.h (products and GELU in 16 bits, each op computed
+  // in f32 and rounded once; LayerNorm, softmax, residual stream and loss in f32; f32 master
+  // weights), fp16 with the loss scaler from a scale its first steps overflow.
+  const nlohmann::json adamw = {{"name", "adamw"}, {"lr", 0.01}, {"weight_decay", 0.1}};
+  Fixture bf16 = train_fixture("train_adamw_bf16", adamw, 0, 4);
+  bf16.document["precision"] = "bf16";
+  bf16.covers = "4 AdamW steps under the bf16 mixed-precision policy";
+  // Another implementation rounds its 16-bit products in another order: bf16's resolution (2^-8),
+  // and an Adam step (lr) that a near-zero gradient may take the other way.
+  bf16.rtol = 1.6e-2;
+  bf16.atol = 2e-2;
+  pack.add(bf16);
+  Fixture fp16 = train_fixture("train_adamw_fp16_scaler", adamw, 0, 6);
+  fp16.document["precision"] = "fp16";
+  fp16.document["scaler"] = {{"init_scale", 1048576.0}, {"growth_interval", 2}};
+  fp16.covers = "6 AdamW steps in fp16 with the loss scaler from 2^20: skipped steps (result \"skipped\"), the "
+                "scale backing off and growing (scaler.scale, scaler.growth_tracker)";
+  fp16.rtol = 2e-3;  // fp16's resolution (2^-10), and an Adam step that a near-zero gradient may flip
+  fp16.atol = 2e-2;
+  pack.add(fp16);
 }
 
 // A run of 6 AdamW steps, and the same run cut in two: the second half starts from the first
 // half's weights and optimizer state (what a checkpoint holds) and must end bitwise where the
-// whole run ends.
-void add_resume_fixtures(Pack& pack) {
+// whole run ends. `prefix` "resume_" is the f32 run; "resume_fp16_" the same in fp16 with the
+// loss scaler, whose state (scaler.*) the cut carries too.
+void add_resume_fixtures(Pack& pack, const std::string& prefix = "resume_", bool fp16 = false) {
   const nlohmann::json adamw = {{"name", "adamw"}, {"lr", 0.01}, {"weight_decay", 0.1}};
-  Fixture whole = train_fixture("resume_whole", adamw, 0, 6);
-  whole.document["return_state"] = true;
-  whole.covers = "6 AdamW steps with the optimizer state returned: the run the two halves reproduce";
+  auto make = [&](const std::string& name, int64_t first, int64_t steps) {
+    Fixture f = train_fixture(name, adamw, first, steps);
+    f.document["return_state"] = true;
+    if (fp16) {
+      f.document["precision"] = "fp16";
+      f.document["scaler"] = {{"init_scale", 1048576.0}, {"growth_interval", 2}};
+      f.rtol = 2e-3;
+      f.atol = 2e-2;
+    }
+    return f;
+  };
+  const std::string what = fp16 ? "fp16 AdamW steps with the loss scaler" : "AdamW steps";
+  Fixture whole = make(prefix + "whole", 0, 6);
+  whole.covers = "6 " + what + ", the optimizer state returned: the run the two halves reproduce";
   const RefOutput whole_out = pack.add(whole);
 
-  Fixture first = train_fixture("resume_first_half", adamw, 0, 3);
-  first.document["return_state"] = true;
-  first.covers = "steps 0-2 of resume_whole, returning weights and optimizer state (a checkpoint)";
+  Fixture first = make(prefix + "first_half", 0, 3);
+  first.covers = "steps 0-2 of " + prefix + "whole, returning weights and optimizer state (a checkpoint)";
   const RefOutput first_out = pack.add(first);
 
-  Fixture second = train_fixture("resume_second_half", adamw, 3, 3);
-  second.document["return_state"] = true;
-  second.covers = "steps 3-5 from resume_first_half's weights and optimizer_state.* tensors; ends bitwise as resume_whole";
+  Fixture second = make(prefix + "second_half", 3, 3);
+  second.covers = "steps 3-5 from " + prefix + "first_half's weights, optimizer_state.*" +
+                  (fp16 ? " and scaler.*" : "") + " tensors; ends bitwise as " + prefix + "whole";
   for (auto& [name, t] : second.tensors)
     if (name.rfind("transformer.", 0) == 0) t = find_tensor(first_out, name);
   for (const auto& [name, t] : first_out.tensors)
-    if (name.rfind("optimizer_state.", 0) == 0) second.tensors.emplace_back(name, t);
+    if (name.rfind("optimizer_state.", 0) == 0 || name.rfind("scaler.", 0) == 0) second.tensors.emplace_back(name, t);
   const RefOutput second_out = pack.add(second);
 
   // The pack's promise, checked as it is written.
   for (const auto& [name, t] : whole_out.tensors) {
-    if (name == "losses") continue;
+    if (name == "losses" || name == "skipped") continue;
     const Tensor got = find_tensor(second_out, name);
     CheckOptions exact;
     exact.tolerance = Tolerance{0, 0};
@@ -350,6 +382,7 @@ FixturesSummary write_fixtures(const std::string& dir, Device device) {
   add_gpt_fixture(pack);
   add_train_fixtures(pack);
   add_resume_fixtures(pack);
+  add_resume_fixtures(pack, "resume_fp16_", /*fp16=*/true);
   write_text((fs::path(dir) / "manifest.json").string(), pack.manifest().dump(2) + "\n");
   write_text((fs::path(dir) / "README.md").string(), readme(pack.manifest()));
   return {pack.size()};

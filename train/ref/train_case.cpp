@@ -11,13 +11,18 @@
 // configure_optimizers builds AdamW (train/nanogpt_groups.h): parameters with 2 or more dims take
 // the given weight_decay, the others (biases, LayerNorm weights) weight_decay 0. The optimizer can
 // start from given state (optimizer_state.* tensors, a resumed run) and return its state
-// ("return_state": true), so that a run can be cut in two cases.
+// ("return_state": true), so that a run can be cut in two cases. "precision": "bf16" | "fp16" runs
+// the model under the mixed-precision policy (nn/precision.h); fp16 with the dynamic loss scaler
+// ("scaler": its options), whose state is returned and read back as scaler.scale and
+// scaler.growth_tracker, and whose skipped steps are the result "skipped".
 #include <map>
 #include <memory>
 
 #include "core/error.h"
 #include "core/ops.h"
 #include "nn/gpt.h"
+#include "nn/precision.h"
+#include "optim/grad_scaler.h"
 #include "serialize/json_document.h"
 #include "train/nanogpt_groups.h"
 #include "train/optimizer_registry.h"
@@ -157,8 +162,11 @@ int64_t step_of(const std::string& name, const std::string& prefix) {
   return std::to_string(t) == digits ? t : -1;
 }
 
+constexpr const char* kScalerPrefix = "scaler.";
+
 bool is_step_input(const std::string& name, int64_t steps) {
   if (name.rfind(kStatePrefix, 0) == 0) return true;  // read by load_case_state
+  if (name.rfind(kScalerPrefix, 0) == 0) return true;  // read by case_scaler
   for (const char* prefix : {"idx.", "targets."}) {
     const int64_t t = step_of(name, prefix);
     if (t >= 0 && t < steps) return true;
@@ -182,6 +190,55 @@ std::string first_missing_input(const serialize::SafetensorsFile& c, int64_t t) 
   return c.find(idx) ? "targets." + std::to_string(t) : idx;
 }
 
+// The case's precision ("f32" default, "bf16", "fp16").
+nn::Precision case_precision(const nlohmann::json& spec) {
+  const nlohmann::json p = spec.value("precision", nlohmann::json("f32"));
+  LATHE_CHECK(p.is_string(), K, "\"precision\" must be \"f32\", \"bf16\" or \"fp16\", got ", serialize::quote_json(p));
+  try {
+    return nn::parse_precision(p.get<std::string>(), "\"precision\"");
+  } catch (const Error& e) {
+    LATHE_FAIL(K, e.what());
+  }
+}
+
+// fp16's loss scaler: "scaler": {"init_scale", "growth_factor", "backoff_factor",
+// "growth_interval"} (PyTorch's GradScaler defaults), its state from scaler.* tensors when the case
+// has them (a resumed run).
+std::unique_ptr<optim::GradScaler> case_scaler(const serialize::SafetensorsFile& c, const nlohmann::json& spec,
+                                               nn::Precision precision) {
+  if (!nn::needs_loss_scaling(precision)) {
+    LATHE_CHECK(!spec.contains("scaler"), K, "\"scaler\" is for \"precision\": \"fp16\" only");
+    for (const auto& [name, t] : c.tensors)
+      LATHE_CHECK(name.rfind(kScalerPrefix, 0) != 0, K, "tensor \"", name,
+                  "\" is loss-scaler state, which only an fp16 case has");
+    return nullptr;
+  }
+  const nlohmann::json s = spec.value("scaler", nlohmann::json::object());
+  LATHE_CHECK(s.is_object(), K, "\"scaler\" must be an object of GradScaler options, got ", serialize::quote_json(s));
+  optim::GradScalerOptions o;
+  for (const auto& [key, v] : s.items()) {
+    const bool number = v.is_number() && !v.is_boolean();
+    if (key == "init_scale" && number) o.init_scale = v.get<double>();
+    else if (key == "growth_factor" && number) o.growth_factor = v.get<double>();
+    else if (key == "backoff_factor" && number) o.backoff_factor = v.get<double>();
+    else if (key == "growth_interval" && v.is_number_integer()) o.growth_interval = v.get<int64_t>();
+    else
+      LATHE_FAIL(K, "\"scaler\": unknown option or wrong type \"", key, "\" = ", serialize::quote_json(v),
+                 " (options: init_scale, growth_factor, backoff_factor, growth_interval)");
+  }
+  std::unique_ptr<optim::GradScaler> scaler;
+  try {
+    scaler = std::make_unique<optim::GradScaler>(o);
+    std::map<std::string, optim::StateSource> sources;
+    for (const auto& [name, t] : c.tensors)
+      if (name.rfind(kScalerPrefix, 0) == 0) sources[name] = optim::StateSource{t};
+    if (!sources.empty()) scaler->load_state(sources);
+  } catch (const Error& e) {
+    LATHE_FAIL(K, e.what());
+  }
+  return scaler;
+}
+
 }  // namespace
 
 RefOutput run_train_case(const serialize::SafetensorsFile& c, const nlohmann::json& spec, Device device) {
@@ -200,6 +257,9 @@ RefOutput run_train_case(const serialize::SafetensorsFile& c, const nlohmann::js
                             "idx.<t> / targets.<t> for t < " + std::to_string(steps) + " / optimizer_state.*");
   nn::GPT& model = *model_ptr;
   model.train();
+  const nn::Precision precision = case_precision(spec);
+  model.set_precision(precision);
+  auto scaler = case_scaler(c, spec, precision);
 
   std::vector<Tensor> idx, targets;
   for (int64_t s = 0; s < steps; ++s) {
@@ -215,11 +275,20 @@ RefOutput run_train_case(const serialize::SafetensorsFile& c, const nlohmann::js
   LATHE_CHECK(return_state.is_boolean(), K, "\"return_state\" must be true or false, got ",
               serialize::quote_json(return_state));
   std::vector<float> losses;
-  for (int64_t s = 0; s < steps; ++s)
-    losses.push_back(float(train_step(model, *opt, idx[size_t(s)], targets[size_t(s)], grad_clip).loss));
+  std::vector<int32_t> skipped;
+  for (int64_t s = 0; s < steps; ++s) {
+    const StepOutcome o =
+        train_step(model, *opt, idx[size_t(s)], targets[size_t(s)], grad_clip, std::nullopt, scaler.get());
+    losses.push_back(float(o.loss));
+    skipped.push_back(o.skipped ? 1 : 0);
+  }
 
   RefOutput result;
   result.tensors.emplace_back("losses", Tensor::from_vector(losses, {steps}));
+  if (scaler) {
+    result.tensors.emplace_back("skipped", Tensor::from_vector(skipped, {steps}));
+    for (const optim::StateEntry& e : scaler->state_entries()) result.tensors.emplace_back(e.name, e.tensor);
+  }
   for (const auto& [name, p] : model.state_dict()) {
     if (name == "lm_head.weight" && !c.find(name)) continue;
     result.tensors.emplace_back(name, p.detach());
