@@ -88,18 +88,23 @@ int cuda_devices() {
   }
 }
 
-// Runs `doc` with `tensors` and returns the error message ("" when it ran).
-std::string op_error(const nlohmann::json& doc, const std::vector<std::pair<std::string, Tensor>>& tensors) {
-  serialize::SafetensorsFile c;
-  c.path = "bad.case";
-  c.tensors = tensors;
-  c.metadata["case"] = doc.dump();
+// Runs case `c` on the cpu and returns its error message ("" when it ran).
+std::string case_error(const serialize::SafetensorsFile& c) {
   try {
     app::run_reference_case(c, Device::cpu());
   } catch (const Error& e) {
     return e.what();
   }
   return "";
+}
+
+// The error of an op case `doc` over `tensors`.
+std::string op_error(const nlohmann::json& doc, const std::vector<std::pair<std::string, Tensor>>& tensors) {
+  serialize::SafetensorsFile c;
+  c.path = "bad.case";
+  c.tensors = tensors;
+  c.metadata["case"] = doc.dump();
+  return case_error(c);
 }
 
 std::string slurp(const std::string& path) {
@@ -217,12 +222,7 @@ TEST_CASE("ref train: param_groups that miss, repeat or misname a parameter are 
     nlohmann::json d = doc;
     d["param_groups"] = groups;
     c.metadata["case"] = d.dump();
-    try {
-      app::run_reference_case(c, Device::cpu());
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "";
+    return case_error(c);
   };
   nlohmann::json groups = doc["param_groups"];
   nlohmann::json missing = groups;
@@ -291,12 +291,7 @@ TEST_CASE("ref optim and train: groups as PyTorch's param_groups list them are a
     nlohmann::json d = doc;
     d["groups"][1][key] = value;
     c.metadata["case"] = d.dump();
-    try {
-      app::run_reference_case(c, Device::cpu());
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "";
+    return case_error(c);
   };
   CHECK(error_with("differentiable", true).find("group 1: \"differentiable\": true") != std::string::npos);
   CHECK(error_with("fused", true).find("group 1: \"fused\" is true but the case's optimizer is not fused") !=
