@@ -4,11 +4,12 @@
 #   tools/deps.sh --torch    also PyTorch and OpenBLAS (only to regenerate golden files or run the
 #                            reference benchmark; without OpenBLAS, Debian's torch uses the slow reference BLAS)
 set -euo pipefail
+# OpenBLAS (libopenblas-dev) multiplies f32/f64 matrices on the CPU (core/cpu/matmul.cpp).
 # curl fetches GPT-2's vocabulary (tools/fetch_gpt2_vocab.sh); PCRE2 runs the tokenizer's regexes.
 # clang builds the fuzzer (tests/fuzz): libclang-rt-14-dev holds libFuzzer and the sanitizers'
 # runtimes, libomp-dev clang's OpenMP runtime (lathe's CMake requires OpenMP; g++ has its own).
 pkgs=(cmake ninja-build g++ pkg-config libeigen3-dev doctest-dev nlohmann-json3-dev libcli11-dev
-      libxxhash-dev libpcre2-dev curl ca-certificates fortunes python3 clang libclang-rt-14-dev libomp-dev)
+      libxxhash-dev libopenblas-dev libpcre2-dev curl ca-certificates fortunes python3 clang libclang-rt-14-dev libomp-dev)
 [[ "${1:-}" == "--torch" ]] && pkgs+=(python3-torch libopenblas0-pthread)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "core/cpu/loops.h"
+#include "core/kernel_profile.h"
 #include "core/random.h"
 
 namespace lathe {
@@ -10,6 +11,7 @@ using cpu::elementwise_loop;
 using cpu::parallel_for;
 
 void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
+  profile::KernelScope scope("copy");
   LATHE_CHECK(src.shape() == dst.shape(), "copy: source ", src.desc(), " and destination ",
               dst.desc(), " differ in shape");
   std::array<const Strides*, 2> st{&dst.strides(), &src.strides()};
@@ -46,6 +48,7 @@ void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
 }
 
 void CpuBackend::fill(const Tensor& dst, double value) {
+  profile::KernelScope scope("fill");
   LATHE_DISPATCH_ALL(dst.dtype(), "fill", [&]<class T>() {
     T* p = static_cast<T*>(dst.data_ptr());
     T v = static_cast<T>(value);
@@ -56,6 +59,7 @@ void CpuBackend::fill(const Tensor& dst, double value) {
 }
 
 void CpuBackend::arange(const Tensor& dst, double start, double step) {
+  profile::KernelScope scope("arange");
   LATHE_DISPATCH_ALL(dst.dtype(), "arange", [&]<class T>() {
     T* p = static_cast<T*>(dst.data_ptr());
     for (int64_t i = 0; i < dst.numel(); ++i) p[i] = static_cast<T>(start + double(i) * step);
@@ -63,6 +67,7 @@ void CpuBackend::arange(const Tensor& dst, double start, double step) {
 }
 
 void CpuBackend::random_uniform(const Tensor& dst, uint64_t seed, uint64_t offset, double lo, double hi) {
+  profile::KernelScope scope("random_uniform");
   LATHE_DISPATCH_FLOAT(dst.dtype(), "rand", [&]<class T>() {
     T* p = static_cast<T*>(dst.data_ptr());
     parallel_for(dst.numel(), kParallelGrain / 16, [&](int64_t b, int64_t e) {
@@ -73,6 +78,7 @@ void CpuBackend::random_uniform(const Tensor& dst, uint64_t seed, uint64_t offse
 }
 
 void CpuBackend::random_normal(const Tensor& dst, uint64_t seed, uint64_t offset, double mean, double std) {
+  profile::KernelScope scope("random_normal");
   LATHE_DISPATCH_FLOAT(dst.dtype(), "randn", [&]<class T>() {
     T* p = static_cast<T*>(dst.data_ptr());
     parallel_for(dst.numel(), kParallelGrain / 16, [&](int64_t b, int64_t e) {

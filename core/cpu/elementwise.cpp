@@ -5,8 +5,9 @@
 #include <cmath>
 #include <limits>
 
-#include "core/cpu/loops.h"
 #include "core/cpu/cpu_math.h"
+#include "core/cpu/loops.h"
+#include "core/kernel_profile.h"
 #include "core/op_table.h"
 
 namespace lathe {
@@ -117,6 +118,7 @@ void map2(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
     break;
 
 void CpuBackend::unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1) {
+  profile::KernelScope scope(op_name(op));
   LATHE_DISPATCH_ALL(x.dtype(), op_name(op), [&]<class T>() {
     using C = typename compute_type<T>::type;
     const OpScalars<C> s = op_scalars<C>(p0, p1);
@@ -128,6 +130,7 @@ void CpuBackend::unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0
 }
 
 void CpuBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  profile::KernelScope scope(op_name(op));
   LATHE_DISPATCH_ALL(a.dtype(), op_name(op), [&]<class T>() {
     using C = typename compute_type<T>::type;
     switch (op) {
@@ -141,6 +144,7 @@ void CpuBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Ten
 #undef LATHE_CPU_BINARY_
 
 void CpuBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
+  profile::KernelScope scope("where");
   std::array<const Strides*, 4> st{&out.strides(), &cond.strides(), &a.strides(), &b.strides()};
   std::array<char*, 4> base{static_cast<char*>(out.data_ptr()), static_cast<char*>(cond.data_ptr()),
                             static_cast<char*>(a.data_ptr()), static_cast<char*>(b.data_ptr())};

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/cpu/loops.h"
+#include "core/kernel_profile.h"
 
 namespace lathe {
 
@@ -72,6 +73,7 @@ int64_t rows_grain(int64_t row) { return std::max<int64_t>(1, kParallelGrain / s
 }  // namespace
 
 void CpuBackend::index_select(const Tensor& x_in, int64_t dim, const Tensor& idx, const Tensor& out) {
+  profile::KernelScope scope("index_select");
   LATHE_CHECK(out.is_contiguous() && out.dtype() == x_in.dtype() && idx.dim() <= 1,
               "index_select kernel: x ", x_in.desc(), ", index ", idx.desc(), " and output ", out.desc(),
               " do not match");
@@ -96,6 +98,7 @@ void CpuBackend::index_select(const Tensor& x_in, int64_t dim, const Tensor& idx
 }
 
 void CpuBackend::index_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src_in) {
+  profile::KernelScope scope("index_add");
   LATHE_CHECK(out.dtype() != DType::b8, "index_add: not defined for bool tensors, got ", out.desc());
   LATHE_CHECK(src_in.dtype() == out.dtype() && idx.dim() <= 1, "index_add kernel: out ", out.desc(), ", index ",
               idx.desc(), " and source ", src_in.desc(), " do not match");
@@ -129,6 +132,7 @@ void CpuBackend::index_add(const Tensor& out, int64_t dim, const Tensor& idx, co
 }
 
 void CpuBackend::gather(const Tensor& x_in, int64_t dim, const Tensor& idx_in, const Tensor& out_in) {
+  profile::KernelScope scope("gather");
   LATHE_CHECK(out_in.shape() == idx_in.shape() && out_in.dtype() == x_in.dtype() && idx_in.dim() == x_in.dim(),
               "gather kernel: x ", x_in.desc(), ", index ", idx_in.desc(), " and output ", out_in.desc(),
               " do not match");
@@ -164,6 +168,7 @@ void CpuBackend::gather(const Tensor& x_in, int64_t dim, const Tensor& idx_in, c
 }
 
 void CpuBackend::scatter_add(const Tensor& out_in, int64_t dim, const Tensor& idx_in, const Tensor& src_in) {
+  profile::KernelScope scope("scatter_add");
   LATHE_CHECK(out_in.dtype() != DType::b8, "scatter_add: not defined for bool tensors, got ", out_in.desc());
   LATHE_CHECK(src_in.dtype() == out_in.dtype() && idx_in.dim() == out_in.dim() && src_in.dim() == out_in.dim(),
               "scatter_add kernel: out ", out_in.desc(), ", index ", idx_in.desc(), " and source ", src_in.desc(),

@@ -1,23 +1,31 @@
-// CPU batched matrix product through Eigen's GEMM.
+// CPU batched matrix product: one single-threaded GEMM call per tile of the output.
 //
-// Eigen reads a matrix through a Map with an outer stride, in row-major (unit column stride) or
-// column-major (unit row stride) order, so plain and transposed views go to GEMM without a copy;
-// only a view that is neither (e.g. a strided slice in both dims) is copied first. Batch dims
-// are walked by offsets: a broadcast (stride-0) batch dim is never materialised.
+// The GEMM is OpenBLAS's where the build found it, else Eigen's. On AVX-512 OpenBLAS's kernels run
+// 1.2-1.4x faster than Eigen's on one thread at the shapes of a GPT step (docs/benchmarks.md); the
+// rest of lathe's CPU math stays with Eigen and lathe's own loops.
+//
+// Both read a matrix in row-major (unit column stride) or column-major (unit row stride) order
+// with an outer stride, so plain and transposed views go to GEMM without a copy; only a view that
+// is neither (e.g. a strided slice in both dims) is copied first. Batch dims are walked by
+// offsets: a broadcast (stride-0) batch dim is never materialised.
 //
 // Threads: every product splits into tiles of its output by its shape alone (`tiling_of`), and the
-// tiles (of every batch element) are spread over OpenMP threads, each computed by Eigen on one
-// thread. Eigen's own threading is off: it picks its blocking, and so the order in which it sums
-// over the inner dim, from the thread count, which made a product's bits depend on how many
-// threads ran it. With a fixed tiling every thread count computes every element the same way, so
-// the thread count (which train and bench change with the machine's load) never changes a result.
+// tiles (of every batch element) are spread over OpenMP threads, each computed by one GEMM call on
+// one thread. The library's own threading is off: a threaded GEMM picks its blocking, and so the
+// order in which it sums over the inner dim, from the thread count, which made a product's bits
+// depend on how many threads ran it. With a fixed tiling every thread count computes every element
+// the same way, so the thread count (which train and bench change with the machine's load) never
+// changes a result.
 
 // GCC 12 reports a false "may be used uninitialized" inside Eigen's AVX-512 GEMM kernels.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <Eigen/Core>
-
+#if LATHE_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
 
 #include "core/cpu/loops.h"
+#include "core/kernel_profile.h"
 
 namespace lathe {
 
@@ -53,10 +61,23 @@ Tensor compact_copy(const Tensor& t, DType dtype) {
   return dst.expand(t.shape());
 }
 
-// C (M x N, row-major, rows ldc apart) = A (M x K) * B (K x N), on the calling thread.
+// C (M x N, row-major, rows ldc apart) = A (M x K) * B (K x N), on the calling thread. An operand
+// in column-major order is, read row-major, the transpose of its matrix.
 template <class T, int OrderA, int OrderB>
 void gemm(const T* a, int64_t a_outer, const T* b, int64_t b_outer, T* c, int64_t ldc, int64_t M, int64_t N,
           int64_t K) {
+#if LATHE_HAVE_OPENBLAS
+  const auto ta = OrderA == Eigen::RowMajor ? CblasNoTrans : CblasTrans;
+  const auto tb = OrderB == Eigen::RowMajor ? CblasNoTrans : CblasTrans;
+  // A stride between rows (or columns) of a single row (column) is never read; BLAS still wants it
+  // to be at least the row's (column's) length.
+  const auto lda = blasint(std::max(a_outer, ta == CblasNoTrans ? K : M));
+  const auto ldb = blasint(std::max(b_outer, tb == CblasNoTrans ? N : K));
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, ta, tb, blasint(M), blasint(N), blasint(K), 1.0f, a, lda, b, ldb, 0.0f, c, blasint(ldc));
+  else
+    cblas_dgemm(CblasRowMajor, ta, tb, blasint(M), blasint(N), blasint(K), 1.0, a, lda, b, ldb, 0.0, c, blasint(ldc));
+#else
   using Stride = Eigen::OuterStride<>;
   using MatA = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, OrderA>;
   using MatB = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, OrderB>;
@@ -65,17 +86,21 @@ void gemm(const T* a, int64_t a_outer, const T* b, int64_t b_outer, T* c, int64_
   Eigen::Map<const MatB, Eigen::Unaligned, Stride> B(b, K, N, Stride(b_outer));
   Eigen::Map<MatC, Eigen::Unaligned, Stride> C(c, M, N, Stride(ldc));
   C.noalias() = A * B;
+#endif
 }
 
-// Eigen's GEMM stays on the thread that calls it (see the top of this file); set once, before
-// the first product.
-const bool kEigenSingleThreaded = [] {
+// The GEMM stays on the thread that calls it (see the top of this file); set once, before the
+// first product.
+const bool kGemmSingleThreaded = [] {
   Eigen::setNbThreads(1);
+#if LATHE_HAVE_OPENBLAS
+  openblas_set_num_threads(1);
+#endif
   return true;
 }();
 
 // The tiles of one M x N x K product: rows x cols blocks of the output, from the shape alone.
-// Tiles are at least 64 x 64 (Eigen's kernels pack such panels efficiently, and re-packing an
+// Tiles are at least 64 x 64 (GEMM kernels pack such panels efficiently, and re-packing an
 // operand per tile then costs a few percent) and hold at least kMinTileWork multiply-adds; a
 // product makes at most kMaxTiles of them, enough to keep 16 threads busy.
 struct Tiling {
@@ -150,6 +175,8 @@ void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
 }  // namespace
 
 void CpuBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
+  // Every output element is a K-long dot product: one multiply and one add per term.
+  profile::KernelScope scope("matmul", 2.0 * double(out.numel()) * double(a_in.numel() ? a_in.shape().back() : 0));
   LATHE_CHECK(a_in.dtype() == b_in.dtype() && a_in.dtype() == out.dtype(), "matmul kernel: dtypes differ: ",
               a_in.desc(), ", ", b_in.desc(), " -> ", out.desc());
   LATHE_CHECK(out.is_contiguous() && out.dim() >= 2, "matmul kernel: output must be contiguous and at least 2-D, got ",

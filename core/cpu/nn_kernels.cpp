@@ -7,6 +7,7 @@
 
 #include "core/cpu/loops.h"
 #include "core/cpu/row_math.h"
+#include "core/kernel_profile.h"
 
 namespace lathe {
 
@@ -199,12 +200,14 @@ void layer_norm_backward_rows(const Tensor& x, const Tensor& weight, const Tenso
 }  // namespace
 
 void CpuBackend::softmax(const Tensor& x, const Tensor& out, bool log) {
+  profile::KernelScope scope(log ? "log_softmax" : "softmax");
   Tensor xc = x.contiguous();
   LATHE_DISPATCH_FLOAT(x.dtype(), log ? "log_softmax" : "softmax",
                        [&]<class T>() { softmax_rows<T>(xc, out, log); });
 }
 
 void CpuBackend::softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& gx, bool log) {
+  profile::KernelScope scope(log ? "log_softmax_backward" : "softmax_backward");
   Tensor yc = y.contiguous(), gc = gy.contiguous();
   LATHE_DISPATCH_FLOAT(y.dtype(), log ? "log_softmax_backward" : "softmax_backward",
                        [&]<class T>() { softmax_backward_rows<T>(yc, gc, gx, log); });
@@ -212,6 +215,7 @@ void CpuBackend::softmax_backward(const Tensor& y, const Tensor& gy, const Tenso
 
 void CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
                             const Tensor& out, const Tensor& mean, const Tensor& rstd) {
+  profile::KernelScope scope("layer_norm");
   Tensor xc = x.contiguous();
   Tensor wc = weight.defined() ? weight.contiguous() : weight;
   Tensor bc = bias.defined() ? bias.contiguous() : bias;
@@ -224,6 +228,7 @@ void CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor&
 void CpuBackend::layer_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& mean,
                                      const Tensor& rstd, const Tensor& gy, const Tensor& gx,
                                      const Tensor& gweight, const Tensor& gbias) {
+  profile::KernelScope scope("layer_norm_backward");
   Tensor xc = x.contiguous(), gc = gy.contiguous();
   Tensor wc = weight.defined() ? weight.contiguous() : weight;
   LATHE_DISPATCH_FLOAT(x.dtype(), "layer_norm_backward", [&]<class T>() {

@@ -9,6 +9,7 @@
 
 #include "core/cpu/loops.h"
 #include "core/cpu/row_math.h"
+#include "core/kernel_profile.h"
 
 namespace lathe {
 
@@ -59,6 +60,7 @@ std::vector<int64_t> embedding_ids(const Tensor& idx, int64_t vocab, const char*
 }  // namespace
 
 void CpuBackend::embedding(const Tensor& weight, const Tensor& idx, const Tensor& out) {
+  profile::KernelScope scope("embedding");
   Tensor w = weight.contiguous();
   const int64_t V = w.shape()[0], C = w.shape()[1];
   const std::vector<int64_t> ids = embedding_ids(idx, V, "embedding");
@@ -72,6 +74,7 @@ void CpuBackend::embedding(const Tensor& weight, const Tensor& idx, const Tensor
 }
 
 void CpuBackend::embedding_backward(const Tensor& idx, const Tensor& gout, const Tensor& gweight) {
+  profile::KernelScope scope("embedding_backward");
   const int64_t V = gweight.shape()[0], C = gweight.shape()[1];
   const std::vector<int64_t> ids = embedding_ids(idx, V, "embedding_backward");
   const int64_t N = int64_t(ids.size());
@@ -122,6 +125,7 @@ std::vector<int64_t> ce_targets(const Tensor& targets, int64_t V, int64_t ignore
 // loss[n] = logsumexp(logits[n]) - logits[n, t]  =  log(sum(exp(x - m))) + m - x[t]
 void CpuBackend::cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
                                const Tensor& losses) {
+  profile::KernelScope scope("cross_entropy");
   Tensor x = logits.contiguous();
   const int64_t N = x.shape()[0], V = x.shape()[1];
   const std::vector<int64_t> t = ce_targets(targets, V, ignore_index, "cross_entropy");
@@ -150,6 +154,7 @@ void CpuBackend::cross_entropy(const Tensor& logits, const Tensor& targets, int6
 // logits straight into glogits, so no probability tensor is kept between forward and backward.
 void CpuBackend::cross_entropy_backward(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
                                         const Tensor& gloss, const Tensor& glogits) {
+  profile::KernelScope scope("cross_entropy_backward");
   Tensor x = logits.contiguous();
   const int64_t N = x.shape()[0], V = x.shape()[1];
   const std::vector<int64_t> t = ce_targets(targets, V, ignore_index, "cross_entropy_backward");

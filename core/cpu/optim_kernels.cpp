@@ -14,6 +14,7 @@
 
 #include "core/cpu/cpu_backend.h"
 #include "core/cpu/loops.h"
+#include "core/kernel_profile.h"
 
 namespace lathe {
 
@@ -116,6 +117,7 @@ AdamPointers adam_pointers(const Tensor& param, const Tensor& grad, const Tensor
 
 void CpuBackend::adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                              const Tensor& max_exp_avg_sq, double step, const AdamParams& p) {
+  profile::KernelScope scope("adam_update");
   const AdamPointers ptr = adam_pointers(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, p.amsgrad);
   const AdamStepScalars s = adam_scalars(p, step);
   cpu::parallel_for(param.numel(), kParallelGrain,
@@ -126,6 +128,7 @@ void CpuBackend::adam_update_multi(const std::vector<Tensor>& params, const std:
                                    const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
                                    const std::vector<Tensor>& max_exp_avg_sqs, const std::vector<Tensor>& steps,
                                    const AdamParams& p) {
+  profile::KernelScope scope("adam_update");
   const size_t n = params.size();
   // Per parameter: advance its step counter (it lives with the parameter, here in host-readable
   // memory) and compute the step's scalars exactly as the plain path does.

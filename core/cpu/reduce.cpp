@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "core/cpu/loops.h"
+#include "core/kernel_profile.h"
 
 namespace lathe {
 
@@ -92,6 +93,7 @@ void reduce_columns(ReduceOp op, const T* x, int64_t R, int64_t K, const Tensor&
 }  // namespace
 
 void CpuBackend::reduce(ReduceOp op, const Tensor& x_in, const std::vector<int64_t>& dims, const Tensor& out) {
+  profile::KernelScope scope("reduce");
   const int64_t nd = x_in.dim();
   bool trailing = true, leading = true;
   for (size_t i = 0; i < dims.size(); ++i) {

@@ -3,8 +3,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 
 #include "core/backend.h"
+#include "core/kernel_profile.h"
+#include "core/ops.h"
 #include "core/storage.h"
 #include "examples/cli/commands.h"
 #include "nn/precision.h"
@@ -28,6 +31,7 @@ struct BenchOptions {
   int threads = 0;
   std::string precision = "f32";
   bool json = false;
+  bool profile = false;
 };
 
 // A benchmark times a few steps; counts far past these are typing mistakes that would run for days
@@ -42,11 +46,57 @@ void check_range(const char* flag, int64_t v, int64_t lo, int64_t hi) {
                      std::to_string(v));
 }
 
+// The rate this machine multiplies f32 matrices at, at the thread count in force: the best of a
+// few 1024^3 products, the yardstick the profile sets each kernel's GFLOP/s against.
+double gemm_peak_gflops() {
+  const Tensor a = Tensor::randn({1024, 1024}, /*seed=*/3), b = Tensor::randn({1024, 1024}, /*seed=*/4);
+  double best = 1e30;
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Tensor c = matmul(a, b);
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return 2.0 * 1024.0 * 1024.0 * 1024.0 / best / 1e9;
+}
+
+// `--profile`: runs `steps` more steps with every CPU kernel timed (core/kernel_profile.h) and
+// prints each kernel's share of a step, and its GFLOP/s against the machine's GEMM rate.
+void print_profile(int64_t steps, const std::function<void()>& step) {
+  profile::take();
+  profile::set_enabled(true);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < steps; ++i) step();
+  const double step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / double(steps);
+  profile::set_enabled(false);
+  const std::vector<profile::KernelRow> rows = profile::take();
+  const double peak = gemm_peak_gflops();
+  std::printf("  kernel profile, %lld steps of %.1f ms; peak: f32 GEMM 1024^3 at %d threads = %.1f GFLOP/s\n",
+              (long long)steps, step_s * 1e3, app::openmp_max_threads(), peak);
+  std::printf("  %-24s %9s %10s %7s %10s %8s\n", "kernel", "calls/step", "ms/step", "share", "GFLOP/s", "of peak");
+  double in_kernels = 0;
+  for (const profile::KernelRow& r : rows) {
+    const double ms = r.seconds / double(steps) * 1e3;
+    in_kernels += r.seconds;
+    std::printf("  %-24s %9.0f %10.2f %6.1f%%", r.kernel.c_str(), double(r.calls) / double(steps), ms,
+                100.0 * r.seconds / double(steps) / step_s);
+    if (r.flops > 0) {
+      const double gflops = r.flops / r.seconds / 1e9;
+      std::printf(" %10.1f %7.1f%%", gflops, 100.0 * gflops / peak);
+    }
+    std::printf("\n");
+  }
+  const double outside = step_s - in_kernels / double(steps);
+  std::printf("  %-24s %9s %10.2f %6.1f%%\n", "(outside kernels)", "", outside * 1e3, 100.0 * outside / step_s);
+}
+
 void run_bench(const BenchOptions& o) {
   check_range("--steps", o.steps, 1, kMaxBenchSteps);
   check_range("--warmup", o.warmup, 0, kMaxBenchSteps);
   check_range("--batch", o.batch, 0, kMaxBenchBatch);
   check_range("--threads", o.threads, 0, kMaxBenchThreads);
+  if (o.profile && o.json) throw UsageError("--profile prints a table; it does not go with --json");
+  if (o.profile && o.device != "cpu")
+    throw UsageError("--profile times the CPU kernels; it does not go with --device " + o.device);
   app::ModelChoice choice;
   Device device;
   nn::Precision precision = nn::Precision::f32;
@@ -113,6 +163,7 @@ void run_bench(const BenchOptions& o) {
               tokens / seconds, flops / seconds / 1e9, (long long)o.steps, (long long)o.warmup);
   std::printf("  peak memory: process RSS %s, %s allocator %s\n", app::format_bytes(peak_rss).c_str(),
               device.str().c_str(), app::format_bytes(peak_device).c_str());
+  if (o.profile) print_profile(o.steps, step);
 }
 
 }  // namespace
@@ -133,6 +184,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--precision", o->precision, "f32, bf16 or fp16 (fp16 with the loss scaler), as lathe train")
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "print one JSON line");
+  cmd->add_flag("--profile", o->profile, "then run --steps more steps with every CPU kernel timed and print each one's share and GFLOP/s");
   cmd->callback([o] { run_bench(*o); });
 }
 
