@@ -70,6 +70,17 @@ class Backend {
   // ---- neural-network kernels (last dim) ----
   virtual void softmax(const Tensor& x, const Tensor& out, bool log) = 0;
   virtual void softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& gx, bool log) = 0;
+  // Causal attention fused into one pass (core/ops/nn_attention.cpp): q, k, v [B, H, T, hs] f32 or
+  // f64, any strides with a unit last one; out [B, H, T, hs] (any strides, unit last); lse
+  // [B, H, T] contiguous, each query's log of its softmax denominator, kept for the backward. A
+  // backend without it says so (`has_fused_attention`), and the op composes matmul and softmax.
+  virtual bool has_fused_attention() const { return false; }
+  virtual void causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& out,
+                                const Tensor& lse);
+  // gq, gk, gv contiguous [B, H, T, hs].
+  virtual void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                         const Tensor& lse, const Tensor& gout, double scale, const Tensor& gq,
+                                         const Tensor& gk, const Tensor& gv);
   // weight and bias may be undefined; mean and rstd have shape x.shape[:-1] and dtype f32 (f64 when
   // x is f64, so that gradchecks see no f32 rounding).
   virtual void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,

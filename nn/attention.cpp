@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/autograd.h"
+#include "core/backend.h"
 #include "core/ops.h"
 
 namespace lathe::nn {
@@ -47,8 +48,22 @@ Tensor CausalSelfAttention::forward(const Tensor& x, KVCache* cache) const {
   // q, k, v stay views into the one projection output: [B, T, 3C] -> three [B, H, T, hs].
   Tensor qkv = c_attn.forward(x);
   auto head_view = [&](int64_t i) { return qkv.narrow(2, i * C, C).view({B, T, H, hs}).transpose(1, 2); };
+  const double scale = 1.0 / std::sqrt(double(hs));
+  const PolicyRef& p = precision_;
+
+  // Training and full-sequence forwards on the CPU in f32/f64 take the fused kernel: no [B, H, T, T]
+  // scores or probabilities are kept, and the masked half of the products is skipped. A KV cache,
+  // attention dropout, a 16-bit precision or a backend without the kernel take the composed path.
+  const bool attn_dropout_active = attn_dropout.is_training() && attn_dropout.p > 0.0;
+  const Tensor q_in = p.cast(OpClass::matmul, head_view(0));
+  if (!cache && !attn_dropout_active && (q_in.dtype() == DType::f32 || q_in.dtype() == DType::f64) &&
+      q_in.dtype() == p.cast(OpClass::softmax, q_in).dtype() && backend_for(x.device()).has_fused_attention()) {
+    Tensor y = causal_attention(q_in, head_view(1), head_view(2), scale);  // [B, H, T, hs] over [B, T, H, hs]
+    return resid_dropout.forward(c_proj.forward(y.transpose(1, 2).reshape({B, T, C})));
+  }
+
   // Scaling q (T x hs values) is cheaper than scaling the scores (T x T).
-  Tensor q = mul(head_view(0), 1.0 / std::sqrt(double(hs)));
+  Tensor q = mul(head_view(0), scale);
   Tensor k = head_view(1), v = head_view(2);
 
   int64_t past = 0;
@@ -73,7 +88,6 @@ Tensor CausalSelfAttention::forward(const Tensor& x, KVCache* cache) const {
   }
   const int64_t Tk = past + T;
 
-  const PolicyRef& p = precision_;
   Tensor att = matmul(p.cast(OpClass::matmul, q), p.cast(OpClass::matmul, k).transpose(-2, -1));  // [B, H, T, Tk]
   att = p.cast(OpClass::softmax, att);
   // One query at the newest position sees every key: no mask needed.

@@ -41,6 +41,12 @@ class CpuBackend final : public Backend {
 
   void softmax(const Tensor& x, const Tensor& out, bool log) override;
   void softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& gx, bool log) override;
+  bool has_fused_attention() const override { return true; }
+  void causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& out,
+                        const Tensor& lse) override;
+  void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                 const Tensor& lse, const Tensor& gout, double scale, const Tensor& gq,
+                                 const Tensor& gk, const Tensor& gv) override;
   void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
                   const Tensor& out, const Tensor& mean, const Tensor& rstd) override;
   void layer_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& mean,

@@ -24,10 +24,58 @@
 #include <cblas.h>
 #endif
 
+#include "core/cpu/gemm.h"
 #include "core/cpu/loops.h"
 #include "core/kernel_profile.h"
 
 namespace lathe {
+
+namespace cpu {
+
+template <class T>
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* a, int64_t lda,
+          const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+#if LATHE_HAVE_OPENBLAS
+  const auto ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
+  // The stride between the rows of a one-row operand is never read; BLAS still wants it to be at
+  // least the row's length.
+  lda = std::max(lda, trans_a ? M : K);
+  ldb = std::max(ldb, trans_b ? K : N);
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, ta, tb, blasint(M), blasint(N), blasint(K), alpha, a, blasint(lda), b, blasint(ldb),
+                beta, c, blasint(ldc));
+  else
+    cblas_dgemm(CblasRowMajor, ta, tb, blasint(M), blasint(N), blasint(K), alpha, a, blasint(lda), b, blasint(ldb),
+                beta, c, blasint(ldc));
+#else
+  using Stride = Eigen::OuterStride<>;
+  using Rows = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using Cols = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+  Eigen::Map<Rows, Eigen::Unaligned, Stride> C(c, M, N, Stride(ldc));
+  // A stored transposed is, as a column-major map, the matrix itself.
+  auto product = [&](const auto& A) {
+    auto with_b = [&](const auto& B) {
+      if (beta == T(0)) C.noalias() = alpha * (A * B);
+      else {
+        C *= beta;
+        C.noalias() += alpha * (A * B);
+      }
+    };
+    if (trans_b) with_b(Eigen::Map<const Cols, Eigen::Unaligned, Stride>(b, K, N, Stride(ldb)));
+    else with_b(Eigen::Map<const Rows, Eigen::Unaligned, Stride>(b, K, N, Stride(ldb)));
+  };
+  if (trans_a) product(Eigen::Map<const Cols, Eigen::Unaligned, Stride>(a, M, K, Stride(lda)));
+  else product(Eigen::Map<const Rows, Eigen::Unaligned, Stride>(a, M, K, Stride(lda)));
+#endif
+}
+
+template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t,
+                          float, float*, int64_t);
+template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t, const double*,
+                           int64_t, double, double*, int64_t);
+
+}  // namespace cpu
 
 namespace {
 
@@ -66,27 +114,8 @@ Tensor compact_copy(const Tensor& t, DType dtype) {
 template <class T, int OrderA, int OrderB>
 void gemm(const T* a, int64_t a_outer, const T* b, int64_t b_outer, T* c, int64_t ldc, int64_t M, int64_t N,
           int64_t K) {
-#if LATHE_HAVE_OPENBLAS
-  const auto ta = OrderA == Eigen::RowMajor ? CblasNoTrans : CblasTrans;
-  const auto tb = OrderB == Eigen::RowMajor ? CblasNoTrans : CblasTrans;
-  // A stride between rows (or columns) of a single row (column) is never read; BLAS still wants it
-  // to be at least the row's (column's) length.
-  const auto lda = blasint(std::max(a_outer, ta == CblasNoTrans ? K : M));
-  const auto ldb = blasint(std::max(b_outer, tb == CblasNoTrans ? N : K));
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, ta, tb, blasint(M), blasint(N), blasint(K), 1.0f, a, lda, b, ldb, 0.0f, c, blasint(ldc));
-  else
-    cblas_dgemm(CblasRowMajor, ta, tb, blasint(M), blasint(N), blasint(K), 1.0, a, lda, b, ldb, 0.0, c, blasint(ldc));
-#else
-  using Stride = Eigen::OuterStride<>;
-  using MatA = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, OrderA>;
-  using MatB = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, OrderB>;
-  using MatC = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  Eigen::Map<const MatA, Eigen::Unaligned, Stride> A(a, M, K, Stride(a_outer));
-  Eigen::Map<const MatB, Eigen::Unaligned, Stride> B(b, K, N, Stride(b_outer));
-  Eigen::Map<MatC, Eigen::Unaligned, Stride> C(c, M, N, Stride(ldc));
-  C.noalias() = A * B;
-#endif
+  cpu::gemm<T>(OrderA == Eigen::ColMajor, OrderB == Eigen::ColMajor, M, N, K, T(1), a, a_outer, b, b_outer, T(0), c,
+               ldc);
 }
 
 // The GEMM stays on the thread that calls it (see the top of this file); set once, before the

@@ -1,0 +1,151 @@
+// Causal attention fused on the CPU: softmax(scale q k^T + causal mask) v without a [B, H, T, T]
+// tensor. Each (batch, head) pair is one work item, run on one thread, so the thread count never
+// changes a result. Its queries go in blocks of kQueryBlock rows: a block's scores against the
+// keys it may see (a kQueryBlock x T scratch, in cache) come from one GEMM, are masked and
+// normalised row by row, and multiply V in a second GEMM. The causal mask also skips work: a block
+// multiplies only the keys up to its last query, about half of the T x T products.
+//
+// A block's rows are short enough to hold whole, so each row's softmax is computed exactly from its
+// maximum (no running "online" rescaling is needed). The forward keeps each query's log-sum-exp;
+// the backward recomputes the probabilities from it, block by block, as FlashAttention does:
+//
+//   P = exp(S - lse),  dV += P^T dO,  dP = dO V^T,  dS = P * (dP - rowsum(dO * O)),
+//   dQ = scale dS K,   dK += scale dS^T Q
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/cpu/cpu_backend.h"
+#include "core/cpu/gemm.h"
+#include "core/cpu/loops.h"
+#include "core/cpu/row_math.h"
+#include "core/kernel_profile.h"
+
+namespace lathe {
+
+namespace {
+
+constexpr int64_t kQueryBlock = 64;
+
+// One head's [T, hs] matrix inside a [B, H, T, hs] tensor: its first element and its row stride.
+template <class T>
+struct HeadView {
+  T* data;
+  int64_t row_stride;
+};
+
+template <class T>
+HeadView<T> head(const Tensor& t, int64_t b, int64_t h) {
+  const Strides& s = t.strides();
+  return {static_cast<T*>(t.data_ptr()) + b * s[0] + h * s[1], s[2]};
+}
+
+// Multiply-adds of the causal products of one head: the forward's two products over the visible
+// keys of every query block (the backward's four cost twice that).
+double causal_flops(int64_t T, int64_t hs) {
+  double keys = 0;
+  for (int64_t i0 = 0; i0 < T; i0 += kQueryBlock)
+    keys += double(std::min(kQueryBlock, T - i0)) * double(std::min(T, i0 + kQueryBlock));
+  return 2.0 * 2.0 * keys * double(hs);
+}
+
+template <class T>
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, T scale, const Tensor& out,
+                       const Tensor& lse) {
+  const int64_t B = q.size(0), H = q.size(1), Tn = q.size(2), hs = q.size(3);
+  T* plse = static_cast<T*>(lse.data_ptr());
+  cpu::parallel_for(B * H, 1, [&](int64_t w0, int64_t w1) {
+    std::vector<T> s(size_t(kQueryBlock * Tn));
+    for (int64_t w = w0; w < w1; ++w) {
+      const int64_t b = w / H, h = w % H;
+      const HeadView<T> Q = head<T>(q, b, h), K = head<T>(k, b, h), V = head<T>(v, b, h), O = head<T>(out, b, h);
+      for (int64_t i0 = 0; i0 < Tn; i0 += kQueryBlock) {
+        const int64_t m = std::min(kQueryBlock, Tn - i0), n = i0 + m;  // n: keys the block's last query sees
+        cpu::gemm<T>(false, true, m, n, hs, scale, Q.data + i0 * Q.row_stride, Q.row_stride, K.data, K.row_stride,
+                     T(0), s.data(), n);
+        for (int64_t r = 0; r < m; ++r) {
+          T* row = s.data() + r * n;
+          const int64_t visible = i0 + r + 1;
+          const T mx = cpu::row_max(row, visible);
+          const T sum = cpu::exp_shifted_sum(row, mx, row, visible);
+          const T inv = T(1) / sum;
+          for (int64_t j = 0; j < visible; ++j) row[j] *= inv;
+          std::fill(row + visible, row + n, T(0));
+          plse[w * Tn + i0 + r] = mx + std::log(sum);
+        }
+        cpu::gemm<T>(false, false, m, hs, n, T(1), s.data(), n, V.data, V.row_stride, T(0),
+                     O.data + i0 * O.row_stride, O.row_stride);
+      }
+    }
+  });
+}
+
+template <class T>
+void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                        const Tensor& gout, T scale, const Tensor& gq, const Tensor& gk, const Tensor& gv) {
+  const int64_t B = q.size(0), H = q.size(1), Tn = q.size(2), hs = q.size(3);
+  const T* plse = static_cast<const T*>(lse.data_ptr());
+  cpu::parallel_for(B * H, 1, [&](int64_t w0, int64_t w1) {
+    std::vector<T> p(size_t(kQueryBlock * Tn)), dp(size_t(kQueryBlock * Tn));
+    std::vector<T> d(static_cast<size_t>(kQueryBlock));  // rowsum(dO * O) of the block's queries
+    for (int64_t w = w0; w < w1; ++w) {
+      const int64_t b = w / H, h = w % H;
+      const HeadView<T> Q = head<T>(q, b, h), K = head<T>(k, b, h), V = head<T>(v, b, h), O = head<T>(out, b, h);
+      const HeadView<T> dO = head<T>(gout, b, h), dQ = head<T>(gq, b, h), dK = head<T>(gk, b, h), dV = head<T>(gv, b, h);
+      for (int64_t i = 0; i < Tn; ++i) {
+        std::fill(dK.data + i * dK.row_stride, dK.data + i * dK.row_stride + hs, T(0));
+        std::fill(dV.data + i * dV.row_stride, dV.data + i * dV.row_stride + hs, T(0));
+      }
+      for (int64_t i0 = 0; i0 < Tn; i0 += kQueryBlock) {
+        const int64_t m = std::min(kQueryBlock, Tn - i0), n = i0 + m;
+        const T* q_blk = Q.data + i0 * Q.row_stride;
+        const T* do_blk = dO.data + i0 * dO.row_stride;
+        cpu::gemm<T>(false, true, m, n, hs, scale, q_blk, Q.row_stride, K.data, K.row_stride, T(0), p.data(), n);
+        for (int64_t r = 0; r < m; ++r) {
+          T* row = p.data() + r * n;
+          const int64_t visible = i0 + r + 1;
+          const T l = plse[w * Tn + i0 + r];
+          for (int64_t j = 0; j < visible; ++j) row[j] = cpu::exp_c(row[j] - l);
+          std::fill(row + visible, row + n, T(0));
+          d[size_t(r)] = cpu::row_dot<T>(do_blk + r * dO.row_stride, O.data + (i0 + r) * O.row_stride, hs);
+        }
+        cpu::gemm<T>(true, false, n, hs, m, T(1), p.data(), n, do_blk, dO.row_stride, T(1), dV.data, dV.row_stride);
+        cpu::gemm<T>(false, true, m, n, hs, T(1), do_blk, dO.row_stride, V.data, V.row_stride, T(0), dp.data(), n);
+        for (int64_t r = 0; r < m; ++r) {
+          T* ds = dp.data() + r * n;
+          const T* pr = p.data() + r * n;
+          for (int64_t j = 0; j < n; ++j) ds[j] = pr[j] * (ds[j] - d[size_t(r)]);
+        }
+        cpu::gemm<T>(false, false, m, hs, n, scale, dp.data(), n, K.data, K.row_stride, T(0),
+                     dQ.data + i0 * dQ.row_stride, dQ.row_stride);
+        cpu::gemm<T>(true, false, n, hs, m, scale, dp.data(), n, q_blk, Q.row_stride, T(1), dK.data, dK.row_stride);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void CpuBackend::causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& out,
+                                  const Tensor& lse) {
+  profile::KernelScope scope("causal_attention", double(q.size(0) * q.size(1)) * causal_flops(q.size(2), q.size(3)));
+  LATHE_DISPATCH_FLOAT(q.dtype(), "causal_attention", [&]<class T>() {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) attention_forward<T>(q, k, v, T(scale), out, lse);
+    else LATHE_FAIL("causal_attention: the CPU kernel takes f32 or f64, got ", q.desc());
+  });
+}
+
+void CpuBackend::causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                           const Tensor& lse, const Tensor& gout, double scale, const Tensor& gq,
+                                           const Tensor& gk, const Tensor& gv) {
+  profile::KernelScope scope("causal_attention_backward",
+                             2.0 * double(q.size(0) * q.size(1)) * causal_flops(q.size(2), q.size(3)));
+  LATHE_DISPATCH_FLOAT(q.dtype(), "causal_attention_backward", [&]<class T>() {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
+      attention_backward<T>(q, k, v, out, lse, gout, T(scale), gq, gk, gv);
+    else LATHE_FAIL("causal_attention_backward: the CPU kernel takes f32 or f64, got ", q.desc());
+  });
+}
+
+}  // namespace lathe

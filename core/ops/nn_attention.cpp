@@ -1,0 +1,46 @@
+// Fused causal attention, its forward and backward side by side; the kernels are the backend's
+// (core/cpu/attention_kernels.cpp).
+#include "core/autograd.h"
+#include "core/ops.h"
+
+namespace lathe {
+
+namespace {
+
+// The kernels read rows with a unit last stride; any other layout is copied once.
+Tensor rows_unit_stride(const Tensor& t) { return t.strides().back() == 1 ? t : t.contiguous(); }
+
+}  // namespace
+
+Tensor causal_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, double scale) {
+  check_same_device("causal_attention", {q_in, k_in, v_in});
+  check_floating("causal_attention", q_in, "q");
+  LATHE_CHECK(q_in.dim() == 4, "causal_attention: q ", q_in.desc(), " must be [B, H, T, head_size]");
+  LATHE_CHECK(k_in.shape() == q_in.shape() && v_in.shape() == q_in.shape(), "causal_attention: k ", k_in.desc(),
+              " and v ", v_in.desc(), " must have q's shape ", q_in.desc());
+  LATHE_CHECK(k_in.dtype() == q_in.dtype() && v_in.dtype() == q_in.dtype(), "causal_attention: q ", q_in.desc(),
+              ", k ", k_in.desc(), " and v ", v_in.desc(), " differ in dtype");
+  Backend& backend = backend_for(q_in.device());
+  LATHE_CHECK(backend.has_fused_attention() && (q_in.dtype() == DType::f32 || q_in.dtype() == DType::f64),
+              "causal_attention: no fused kernel for ", q_in.desc(), " on ", backend.name(),
+              " (the CPU's takes f32 and f64)");
+  const int64_t B = q_in.size(0), H = q_in.size(1), T = q_in.size(2), hs = q_in.size(3);
+  const Tensor q = rows_unit_stride(q_in.detach()), k = rows_unit_stride(k_in.detach()),
+               v = rows_unit_stride(v_in.detach());
+
+  // Written as [B, T, H, hs], so that the caller's transpose back to heads side by side is free.
+  Tensor out = Tensor::empty({B, T, H, hs}, q.dtype(), q.device()).transpose(1, 2);
+  Tensor lse = Tensor::empty({B, H, T}, q.dtype(), q.device());
+  if (out.numel() > 0) backend.causal_attention(q, k, v, scale, out, lse);
+
+  return record("causal_attention", out, {q_in, k_in, v_in}, [q, k, v, out = out.detach(), lse, scale](const Tensor& g) {
+    Tensor gq = Tensor::empty(q.shape(), q.dtype(), q.device());
+    Tensor gk = Tensor::empty(q.shape(), q.dtype(), q.device());
+    Tensor gv = Tensor::empty(q.shape(), q.dtype(), q.device());
+    if (gq.numel() > 0)
+      backend_for(g.device()).causal_attention_backward(q, k, v, out, lse, rows_unit_stride(g), scale, gq, gk, gv);
+    return std::vector<Tensor>{gq, gk, gv};
+  });
+}
+
+}  // namespace lathe

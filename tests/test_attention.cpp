@@ -1,0 +1,118 @@
+// The fused causal attention (core/ops/nn_attention.cpp, core/cpu/attention_kernels.cpp): its
+// gradient in f64, agreement with attention composed of matmul and softmax (what PyTorch's
+// reference model computes), query blocks that end mid-sequence, strided views of one qkv
+// projection as the model passes them, thread-count invariance, and bad input.
+#include <doctest/doctest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+
+using namespace lathe;
+
+namespace {
+
+// softmax(scale q k^T + causal mask) v, composed as nn's attention does without the fused kernel.
+Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale) {
+  const int64_t T = q.size(2);
+  Tensor key_pos = Tensor::arange(0, T, 1, DType::i64).view({1, T});
+  Tensor query_pos = Tensor::arange(0, T, 1, DType::i64).view({T, 1});
+  Tensor bias = where(gt(key_pos, query_pos), Tensor::scalar(-std::numeric_limits<double>::infinity(), q.dtype()),
+                      Tensor::scalar(0.0, q.dtype()));
+  Tensor att = add(mul(matmul(q, k.transpose(-2, -1)), scale), bias);
+  return matmul(softmax(att, -1), v);
+}
+
+// q, k, v as the model makes them: views of one [B, T, 3C] projection, [B, H, T, hs] each.
+std::vector<Tensor> qkv_views(int64_t B, int64_t T, int64_t H, int64_t hs, DType dtype, uint64_t seed) {
+  const int64_t C = H * hs;
+  Tensor qkv = Tensor::randn({B, T, 3 * C}, seed, 0, dtype).requires_grad_(true);
+  std::vector<Tensor> out{qkv};
+  for (int64_t i = 0; i < 3; ++i) out.push_back(qkv.narrow(2, i * C, C).view({B, T, H, hs}).transpose(1, 2));
+  return out;
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  return max(abs(sub(a.to(DType::f64), b.to(DType::f64)))).item<double>();
+}
+
+}  // namespace
+
+TEST_CASE("causal_attention: gradcheck in f64, across a query block's end (T = 67) and on strided views") {
+  auto f = [](const std::vector<Tensor>& x) { return causal_attention(x[0], x[1], x[2], 0.37); };
+  std::vector<Tensor> in;
+  for (uint64_t s = 1; s <= 3; ++s) in.push_back(Tensor::randn({1, 2, 67, 3}, s, 0, DType::f64).requires_grad_(true));
+  std::string msg = gradcheck(f, in);
+  INFO(msg);
+  CHECK(msg.empty());
+
+  auto through_qkv = [](const std::vector<Tensor>& x) {
+    const int64_t C = 6;
+    auto h = [&](int64_t i) { return x[0].narrow(2, i * C, C).view({2, 5, 2, 3}).transpose(1, 2); };
+    return causal_attention(h(0), h(1), h(2), 1.0 / std::sqrt(3.0));
+  };
+  msg = gradcheck(through_qkv, {Tensor::randn({2, 5, 18}, 9, 0, DType::f64).requires_grad_(true)});
+  INFO(msg);
+  CHECK(msg.empty());
+}
+
+TEST_CASE("causal_attention: equals attention composed of matmul and softmax, forward and backward") {
+  for (DType dtype : {DType::f64, DType::f32}) {
+    const double tol = dtype == DType::f64 ? 1e-12 : 2e-5;
+    for (int64_t T : {1, 64, 130}) {
+      CAPTURE(T);
+      std::vector<Tensor> a = qkv_views(2, T, 3, 8, dtype, 40 + uint64_t(T));
+      std::vector<Tensor> b = qkv_views(2, T, 3, 8, dtype, 40 + uint64_t(T));
+      const double scale = 1.0 / std::sqrt(8.0);
+      Tensor ya = causal_attention(a[1], a[2], a[3], scale), yb = composed_attention(b[1], b[2], b[3], scale);
+      CHECK(ya.shape() == yb.shape());
+      CHECK(max_abs_diff(ya, yb) < tol);
+      Tensor g = Tensor::randn(ya.shape(), 77, 0, dtype);
+      sum(mul(ya, g)).backward();
+      sum(mul(yb, g)).backward();
+      CHECK(max_abs_diff(a[0].grad(), b[0].grad()) < 10 * tol);
+    }
+  }
+}
+
+TEST_CASE("causal_attention: the same bits at 1, 2 and 3 threads") {
+  auto run = [](int threads) {
+    const int prev = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    std::vector<Tensor> x = qkv_views(3, 100, 2, 16, DType::f32, 5);
+    Tensor y = causal_attention(x[1], x[2], x[3], 0.25);
+    sum(mul(y, y)).backward();
+    omp_set_num_threads(prev);
+    std::vector<float> out = y.contiguous().to_vector<float>(), g = x[0].grad().to_vector<float>();
+    out.insert(out.end(), g.begin(), g.end());
+    return out;
+  };
+  const std::vector<float> one = run(1);
+  CHECK(run(2) == one);
+  CHECK(run(3) == one);
+}
+
+TEST_CASE("causal_attention: bad input names the operand") {
+  Tensor q = Tensor::randn({1, 2, 4, 8}, 1);
+  auto message = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(message([&] { causal_attention(q, Tensor::randn({1, 2, 5, 8}, 2), q, 1.0); }).find("must have q's shape") !=
+        std::string::npos);
+  CHECK(message([&] { causal_attention(q, q.to(DType::f64), q, 1.0); }).find("differ in dtype") != std::string::npos);
+  CHECK(message([&] { causal_attention(q.view({2, 4, 8}), q, q, 1.0); }).find("[B, H, T, head_size]") !=
+        std::string::npos);
+  const Tensor h = q.to(DType::bf16);
+  CHECK(message([&] { causal_attention(h, h, h, 1.0); }).find("no fused kernel for bf16") != std::string::npos);
+  const Tensor i = Tensor::zeros({1, 1, 2, 2}, DType::i64);
+  CHECK(message([&] { causal_attention(i, i, i, 1.0); }).find("causal_attention") != std::string::npos);
+}
