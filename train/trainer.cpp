@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "core/autograd.h"
+#include "core/device_collectives.h"
 #include "core/ops.h"
 #include "nn/sampling.h"
 #include "serialize/atomic_file.h"
@@ -148,9 +149,11 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
   const int world = comm_->size();
   LATHE_CHECK(batch_ % world == 0, "--batch ", batch_, " (the global batch: sequences per step over all processes) is not "
               "divisible by the ", world, " processes of the run; each process trains an equal slice of it");
-  LATHE_CHECK(world == 1 || device_.is_cpu(), "--device ", options_.device, ": data parallel training across ", world,
-              " processes reduces gradients over MPI in host memory, so it runs on cpu (NCCL for cuda is not "
-              "built into this lathe)");
+  LATHE_CHECK(world == 1 || device_.is_cpu() || has_device_collectives(device_.type), "--device ", options_.device,
+              ": data parallel training across ", world, " processes needs collectives for that device; this lathe has "
+              "them for cpu (MPI)", device_.type == DeviceType::cuda ? " and not for cuda (build it where NCCL is found)" : "");
+  // `--device cuda` under mpirun: each process of a machine takes its own GPU.
+  if (world > 1 && device_.type == DeviceType::cuda && options_.device == "cuda") device_ = Device::cuda(dist::local_rank());
 
   state_.model = std::make_unique<nn::GPT>(cfg, derive_seed(options_.seed, kWeights), device_);
   state_.model->train(true);

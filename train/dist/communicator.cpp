@@ -36,6 +36,12 @@ void SingleProcessCommunicator::abort(int exit_code) { std::exit(exit_code); }
 
 bool launched_by_mpirun() { return announced_world_size() > 0; }
 
+int local_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+    if (const char* v = std::getenv(var); v != nullptr && *v != '\0') return std::atoi(v);
+  return 0;
+}
+
 bool mpi_available() {
 #ifdef LATHE_HAVE_MPI
   return true;

@@ -75,6 +75,9 @@ class SingleProcessCommunicator final : public Communicator {
 bool launched_by_mpirun();
 // Whether this build can talk MPI.
 bool mpi_available();
+// This process's rank among those of the run on the same machine, as the process manager says
+// (Open MPI's OMPI_COMM_WORLD_LOCAL_RANK); 0 when it says nothing. Picks a rank's GPU.
+int local_rank();
 
 // The communicator of this process: MPI when started by mpirun (MPI is initialised here, and
 // finalised when the communicator goes), else a single process. Throws lathe::Error when started

@@ -7,6 +7,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/ops.h"
 #include "serialize/checksum.h"
 #include "train/dist/agreement.h"
 
@@ -63,17 +64,31 @@ DataParallel::DataParallel(Communicator& comm, optim::Optimizer& opt, bool zero,
     : comm_(comm), opt_(opt), zero_(zero) {
   const int64_t n = int64_t(opt.num_params());
   std::vector<int64_t> numels(size_t(n), 0);
+  std::optional<Device> device;  // of the first trainable parameter
   for (int64_t i = 0; i < n; ++i) {
     const Tensor& p = opt.param(i);
     if (!trains(p)) continue;
-    LATHE_CHECK(comm.size() == 1 || (p.device().is_cpu() && p.dtype() == DType::f32 && p.is_contiguous()),
+    if (!device) device = p.device();
+    LATHE_CHECK(comm.size() == 1 || p.device() == *device, "data parallel training: parameter ", i, " is on ",
+                p.device().str(), " but parameter 0 is on ", device->str(), "; a rank's parameters live on one device");
+    LATHE_CHECK(comm.size() == 1 || !p.device().is_cpu() || (p.dtype() == DType::f32 && p.is_contiguous()),
                 "data parallel training: parameter ", i, " is ", p.desc(),
-                "; across processes lathe reduces f32 parameters in host memory (cpu)");
+                "; across processes lathe reduces f32 parameters in host memory");
     numels[size_t(i)] = p.numel();
   }
   ranges_ = shard_ranges(numels, comm.size());
   if (zero_) opt_.shard_state(ranges_[size_t(comm.rank())].first, ranges_[size_t(comm.rank())].second);
   if (comm.size() == 1) return;  // nothing to reduce: no buckets
+  if (device && !device->is_cpu()) {
+    // Collective: every rank gets here with the same kind of device.
+    DeviceCollectivesSetup setup;
+    setup.device = *device;
+    setup.rank = comm.rank();
+    setup.size = comm.size();
+    setup.share_from_rank0 = [&comm](void* data, size_t bytes) { comm.broadcast(data, bytes, 0); };
+    device_ = make_device_collectives(setup);
+    return;  // the device path reduces each gradient in place: no buckets
+  }
 
   // Buckets in reverse parameter order: the backward pass finishes the last layers first.
   const size_t per_bucket = std::max<size_t>(1, bucket_bytes / sizeof(float));
@@ -92,6 +107,7 @@ DataParallel::DataParallel(Communicator& comm, optim::Optimizer& opt, bool zero,
 DataParallel::~DataParallel() = default;
 
 void DataParallel::before_backward() {
+  if (device_) return;
   for (Bucket& b : buckets_) {
     std::fill(b.arrived.begin(), b.arrived.end(), false);
     b.waiting = b.params.size();
@@ -132,6 +148,18 @@ void DataParallel::launch_ready_buckets(bool all) {
 
 void DataParallel::after_backward() {
   if (comm_.size() == 1) return;
+  if (device_) {
+    Timed timed(comm_seconds_);  // the time to queue them: the device runs them in order
+    NoGradGuard no_grad;
+    const double scale = 1.0 / double(comm_.size());
+    for (int64_t i = 0; i < int64_t(opt_.num_params()); ++i) {
+      const Tensor g = opt_.param(i).grad();
+      if (!trains(opt_.param(i)) || !g.defined()) continue;
+      device_->all_reduce_sum(g);
+      Tensor(g).copy_(mul(g, scale));
+    }
+    return;
+  }
   hook_.reset();
   launch_ready_buckets(/*all=*/true);
   const float scale = 1.0f / float(comm_.size());
@@ -153,6 +181,13 @@ void DataParallel::after_backward() {
 
 void DataParallel::after_update() {
   if (!zero_ || comm_.size() == 1) return;
+  if (device_) {
+    Timed timed(comm_seconds_);
+    for (int r = 0; r < comm_.size(); ++r)
+      for (int64_t i = ranges_[size_t(r)].first; i < ranges_[size_t(r)].second; ++i)
+        if (trains(opt_.param(i))) device_->broadcast(opt_.param(i), r);
+    return;
+  }
   // Each rank's owned, trainable parameters, in order, one block per rank.
   std::vector<size_t> sizes;
   for (const auto& [begin, end] : ranges_) {
@@ -205,7 +240,7 @@ void DataParallel::gather_state_to_root() {
     std::string data;
     for (const optim::StateEntry& e : opt_.state_entries()) {
       if (e.scope != optim::StateScope::param) continue;
-      const Tensor t = e.tensor.contiguous();
+      const Tensor t = e.tensor.to(Device::cpu()).contiguous();  // a GPU's state comes through the host
       header.push_back({{"name", e.name}, {"dtype", dtype_name(t.dtype())}, {"shape", t.shape()}, {"bytes", t.nbytes()}});
       data.append(static_cast<const char*>(t.data_ptr()), t.nbytes());
     }
@@ -242,12 +277,10 @@ void DataParallel::release_gathered_state() { opt_.release_unowned_state(); }
 
 void DataParallel::check_replicas_agree(int64_t step) {
   if (comm_.size() == 1) return;
-  std::vector<uint64_t> sums;
-  for (int64_t i = 0; i < int64_t(opt_.num_params()); ++i) {
-    const Tensor& p = opt_.param(i);
-    sums.push_back(serialize::checksum_bytes(p.data_ptr(), p.nbytes()));
-  }
-  const std::string mine = serialize::checksum_hex(serialize::checksum_bytes(sums.data(), sums.size() * sizeof(uint64_t)));
+  // The checksum of the parameters' checksums (each over its bytes, wherever the parameter is).
+  std::string sums;
+  for (int64_t i = 0; i < int64_t(opt_.num_params()); ++i) sums += serialize::tensor_checksum(opt_.param(i));
+  const std::string mine = serialize::checksum_hex(serialize::checksum_bytes(sums.data(), sums.size()));
   std::vector<std::string> all;
   {
     Timed timed(comm_seconds_);

@@ -19,6 +19,11 @@
 //   checkpoint with ZeRO-1 the owners send their state to rank 0, which writes one file in the
 //              format of a single-process run (gather_state_to_root, release_gathered_state).
 //
+// Parameters in host memory travel over the Communicator (MPI). Parameters on a GPU travel over
+// the device's collectives (NCCL, core/device_collectives.h; ranks meet through the Communicator):
+// each gradient is all-reduced in place on the device's stream after the backward pass (no buckets
+// and no overlap on that path yet), and ZeRO-1's owners broadcast their updated parameters.
+//
 // Time spent in collectives (waiting included) is counted, for the benchmark's communication share.
 #pragma once
 
@@ -30,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/device_collectives.h"
 #include "core/grad_ready_hook.h"
 #include "optim/optimizer.h"
 #include "train/dist/communicator.h"
@@ -45,8 +51,9 @@ class DataParallel final : public app::StepSync {
  public:
   static constexpr size_t kBucketBytes = size_t(2) << 20;
 
-  // Throws lathe::Error naming the parameter when a trainable one is not f32 in host memory (the
-  // MPI path moves host buffers). `zero`: shard the optimizer's state (ZeRO-1).
+  // Throws lathe::Error naming the parameter when a trainable one is neither f32 in host memory
+  // (the MPI path) nor on the device of the others (the device path), or when the device has no
+  // collectives built in. `zero`: shard the optimizer's state (ZeRO-1).
   DataParallel(Communicator& comm, optim::Optimizer& opt, bool zero, size_t bucket_bytes = kBucketBytes);
   ~DataParallel() override;
 
@@ -91,6 +98,7 @@ class DataParallel final : public app::StepSync {
   std::unordered_map<const void*, std::pair<size_t, size_t>> slot_of_;  // TensorImpl -> (bucket, index)
   size_t next_launch_ = 0;  // buckets start in index order on every rank
   std::optional<GradReadyHook> hook_;
+  std::unique_ptr<DeviceCollectives> device_;  // parameters on a GPU: NCCL; null on the host path
   double comm_seconds_ = 0;
 };
 
