@@ -223,3 +223,18 @@ TEST_CASE("dist: bad --zero and --freeze values are errors naming the flag") {
   o.freeze = ".";
   CHECK(error_of([&] { app::Trainer t(o); }).find("nothing would train") != std::string::npos);
 }
+
+TEST_CASE("dist: --grad-slices sums the slices' gradients in one process; a batch it does not divide is refused") {
+  TempDir d("slices");
+  app::TrainOptions whole = tiny_run(d, "whole");
+  app::TrainOptions sliced = tiny_run(d, "sliced");
+  sliced.grad_slices = 2;
+  app::Trainer(whole).run(nullptr);
+  app::Trainer(sliced).run(nullptr);
+  const std::vector<double> a = losses(whole.out), b = losses(sliced.out);
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) CHECK(b[i] == doctest::Approx(a[i]).epsilon(1e-5));
+  app::TrainOptions odd = tiny_run(d, "odd");
+  odd.grad_slices = 3;  // batch 4
+  CHECK(error_of([&] { app::Trainer t(odd); }).find("not divisible by --grad-slices 3") != std::string::npos);
+}

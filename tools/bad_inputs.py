@@ -45,7 +45,7 @@ EXPECTED_OK = {
     # 0 means "the default" or "off", as each flag's help says.
     "bench.threads.zero", "train.threads.zero", "sample.top-k.zero", "sample.temperature.zero",
     "train.grad-clip.zero", "train.eval-interval.zero", "train.ckpt-interval.zero", "train.warmup.zero",
-    "train.weight-decay.zero", "train.min-lr.zero", "train.zero.zero",
+    "train.weight-decay.zero", "train.min-lr.zero", "train.zero.zero", "train.grad-slices.zero",
     # Any 64-bit seed is a seed.
     "sample.seed.zero", "sample.seed.int64_max", "train.seed.zero", "train.seed.int64_max",
     # PyTorch's ranges: betas in [0, 1); lr, weight decay and the clip norm any finite value >= 0
@@ -362,7 +362,8 @@ def flag_cases(inp):
                          "--weight-decay": "float", "--grad-clip": "float", "--beta1": "float", "--beta2": "float",
                          "--seed": "int", "--eval-interval": "int", "--eval-iters": "int", "--ckpt-interval": "int",
                          "--keep-last": "int", "--threads": "int", "--sample-tokens": "int",
-                         "--init-scale": "float", "--scale-growth-interval": "int", "--zero": "int"}),
+                         "--init-scale": "float", "--scale-growth-interval": "int", "--zero": "int",
+                         "--grad-slices": "int"}),
     }
     cases = []
     for command, (base, options) in flags.items():

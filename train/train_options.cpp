@@ -47,6 +47,7 @@ void validate(const TrainOptions& o) {
   LATHE_CHECK(o.zero == 0 || o.optimizer != "prodigy", "--zero 1: prodigy's update reads the state of every parameter "
               "at once, so its state cannot be sharded; use adamw, adam or sgd, or --zero 0");
   if (!o.freeze.empty()) freeze_pattern(o.freeze);
+  LATHE_CHECK(o.grad_slices >= 0, "--grad-slices must be >= 0 (0: one slice per process), got ", o.grad_slices);
 }
 
 std::regex freeze_pattern(const std::string& pattern) {
@@ -101,6 +102,7 @@ void for_each_option(TrainOptions& o, F&& f) {
   f("sample_tokens", o.sample_tokens);
   f("zero", o.zero);
   f("freeze", o.freeze);
+  f("grad_slices", o.grad_slices);
 }
 
 nlohmann::json to_json(const TrainOptions& o) {

@@ -46,6 +46,10 @@ struct TrainOptions {
   // option: a run's checkpoints resume at any world size.
   int zero = 0;                 // 1: shard the optimizer state over the processes (ZeRO-1)
   std::string freeze;           // a regular expression (ECMAScript, searched): parameters it matches are frozen
+  // The global batch is cut into this many equal slices whose gradients are summed in a fixed
+  // order; each process runs slices / N of them. 0: one slice per process. One process with
+  // --grad-slices 2 reproduces `mpirun -np 2` bitwise.
+  int64_t grad_slices = 0;
 
   double effective_min_lr() const { return min_lr < 0 ? lr / 10 : min_lr; }
 };

@@ -43,8 +43,13 @@ class StepSync {
 
 // `lr`: the LR every group takes for this step (a schedule's); none keeps the groups' own.
 // `scaler`: the loss scaler of an fp16 run, or null. `sync`: a data parallel run's, or null.
+// `slices`: the batch's rows are cut into this many equal slices, each run forward and backward on
+// its own, their gradients summed in slice order (autograd's accumulation) and the loss reported
+// as the mean of the slices' losses; the sync scales the summed gradients (see
+// train/dist/data_parallel.h). It is how one process reproduces the reduction order of a data
+// parallel run bitwise (docs/design.md, "Data parallelism").
 StepOutcome train_step(nn::GPT& model, optim::Optimizer& opt, const Tensor& x, const Tensor& y, double grad_clip,
                        std::optional<double> lr = std::nullopt, optim::GradScaler* scaler = nullptr,
-                       StepSync* sync = nullptr);
+                       StepSync* sync = nullptr, int64_t slices = 1);
 
 }  // namespace lathe::app

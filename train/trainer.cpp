@@ -149,6 +149,11 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
   const int world = comm_->size();
   LATHE_CHECK(batch_ % world == 0, "--batch ", batch_, " (the global batch: sequences per step over all processes) is not "
               "divisible by the ", world, " processes of the run; each process trains an equal slice of it");
+  const int64_t slices = options_.grad_slices > 0 ? options_.grad_slices : world;
+  LATHE_CHECK(slices % world == 0, "--grad-slices ", slices, " is not divisible by the ", world,
+              " processes of the run; each process runs an equal number of slices");
+  LATHE_CHECK(batch_ % slices == 0, "--batch ", batch_, " is not divisible by --grad-slices ", slices);
+  slices_per_rank_ = slices / world;
   LATHE_CHECK(world == 1 || device_.is_cpu() || has_device_collectives(device_.type), "--device ", options_.device,
               ": data parallel training across ", world, " processes needs collectives for that device; this lathe has "
               "them for cpu (MPI)", device_.type == DeviceType::cuda ? " and not for cuda (build it where NCCL is found)" : "");
@@ -180,8 +185,10 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
                 "\" matches every parameter of the model: nothing would train");
   }
   state_.optimizer = make_run_optimizer(options_, *state_.model, device_);
-  if (world > 1 || options_.zero == 1)
+  if (world > 1 || options_.zero == 1 || slices_per_rank_ > 1) {
     dp_ = std::make_unique<dist::DataParallel>(*comm_, *state_.optimizer, options_.zero == 1);
+    dp_->set_slices_per_rank(slices_per_rank_);
+  }
   // nanoGPT's schedule with lr_decay_iters = max_iters; warm-up shorter than the run.
   const int64_t warmup = std::min(options_.warmup, options_.steps - 1);
   state_.schedule = std::make_unique<optim::WarmupCosineLr>(options_.lr, warmup, options_.steps,
@@ -240,7 +247,7 @@ StepResult Trainer::train_step() {
   const Batch b = local_slice(data_->sample(Split::train, batch_, state_.data_gen, device_));
   r.lr = state_.schedule->lr(state_.step);
   const StepOutcome o = app::train_step(*state_.model, *state_.optimizer, b.x, b.y, options_.grad_clip, r.lr,
-                                        state_.scaler.get(), dp_.get());
+                                        state_.scaler.get(), dp_.get(), slices_per_rank_);
   r.loss = dp_ ? dp_->mean_over_ranks(o.loss) : o.loss;
   r.grad_norm = o.grad_norm;
   r.skipped = o.skipped;

@@ -156,6 +156,7 @@ class Trainer {
   std::unique_ptr<dist::Communicator> own_comm_;  // a single process's, when none was given
   dist::Communicator* comm_ = nullptr;
   std::unique_ptr<dist::DataParallel> dp_;
+  int64_t slices_per_rank_ = 1;  // train_step's slices (--grad-slices / world size)
   std::vector<std::string> frozen_;
   std::unique_ptr<ThreadGovernor> threads_;  // the CPU threads, between steps
   Device device_;

@@ -169,6 +169,11 @@ void add_train_command(CLI::App& app) {
                   "under mpirun: 1 shards the optimizer state over the processes (ZeRO-1), 0 keeps a whole copy in each")
       ->capture_default_str()
       ->check(integer_in_range<int>());
+  cmd->add_option("--grad-slices", o->grad_slices,
+                  "cut the global batch into this many slices whose gradients are summed in a fixed order, each "
+                  "process running an equal share (default: one per process); one process with --grad-slices 2 "
+                  "reproduces mpirun -np 2 bitwise")
+      ->check(in_i64);
   cmd->add_option("--freeze", o->freeze,
                   "train with the parameters whose names match this regular expression frozen (no gradient, no "
                   "optimizer state), e.g. 'wte' or '^transformer\\.h\\.0\\.'");

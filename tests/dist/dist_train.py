@@ -5,11 +5,13 @@
 
 Scenarios:
     losses   tiny, 50 steps, global batch 8, one thread per process: -np 2 logs the losses of one
-             process within relative 1e-3 at every step; --zero 1 at -np 2 gives bitwise the losses
+             process within relative 1e-3 at every step, and bitwise those of one process with
+             --grad-slices 2 (the same reduction order); --zero 1 at -np 2 gives bitwise the losses
              and the checkpoint (weights and optimizer state) of --zero 0 at -np 2, with each
              process holding about half of the optimizer state
-    resume   a -np 2 checkpoint at step 20 resumes at -np 1 and at -np 3 and continues within
-             relative 1e-3 of the uninterrupted -np 2 run
+    resume   a -np 2 checkpoint at step 20 resumes at -np 1, at -np 3 and at -np 3 with --zero 1,
+             and continues within relative 1e-3 of the uninterrupted -np 2 run; at -np 1 with
+             --grad-slices 2 it continues bitwise
     freeze   --freeze wte at -np 2: the embedding is bitwise unchanged and holds no optimizer state;
              the optimizer's parameters and groups are those of the unfrozen run; the checkpoint
              tests of frozen and left-out parameters pass under mpirun
@@ -114,8 +116,19 @@ def scenario_losses(lathe, tmp, data):
     train_ok(lathe, 1, os.path.join(tmp, "np1"), data, *common)
     text2 = train_ok(lathe, 2, os.path.join(tmp, "np2"), data, *common)
     textz = train_ok(lathe, 2, os.path.join(tmp, "np2z"), data, *common, "--zero", "1")
-    one, two, zero = (losses(os.path.join(tmp, d)) for d in ("np1", "np2", "np2z"))
+    train_ok(lathe, 1, os.path.join(tmp, "np1s2"), data, *common, "--grad-slices", "2")
+    one, two, zero, sliced = (losses(os.path.join(tmp, d)) for d in ("np1", "np2", "np2z", "np1s2"))
     compare_losses("-np 2 vs 1 process", two, one, range(1, 51))
+    same = sum(two[s] == one[s] for s in range(1, 51))
+    print("-np 2 vs 1 process: %d of 50 losses bitwise equal" % same)
+    if two != sliced:
+        fail("-np 2 differs from one process with --grad-slices 2: %s" %
+             [(s, two[s], sliced[s]) for s in range(1, 51) if two[s] != sliced[s]][:3])
+    a = tensors(ckpt(os.path.join(tmp, "np2"), 50))
+    b = tensors(ckpt(os.path.join(tmp, "np1s2"), 50))
+    if any(a[k] != b[k] for k in a):
+        fail("-np 2's checkpoint differs from one process's with --grad-slices 2")
+    print("-np 2 = one process with --grad-slices 2 bitwise: 50 losses, %d checkpoint tensors" % len(a))
     if two != zero:
         fail("--zero 1 losses differ from --zero 0 at -np 2")
     a = tensors(ckpt(os.path.join(tmp, "np2"), 50))
@@ -147,17 +160,25 @@ def scenario_resume(lathe, tmp, data):
     full = os.path.join(tmp, "full")
     train_ok(lathe, 2, full, data, *common)
     want = losses(full)
-    for np in (1, 3):
-        d = os.path.join(tmp, "resume%d" % np)
+    # (np, extra flags): one process; three; three with the state sharded from the resume on; one
+    # process that keeps -np 2's reduction order, which continues bitwise.
+    for np, extra in ((1, []), (3, []), (3, ["--zero", "1"]), (1, ["--grad-slices", "2"])):
+        d = os.path.join(tmp, "resume%d%s" % (np, "".join(extra)))
         os.makedirs(d)
         shutil.copy(ckpt(full, 20), d)
         with open(os.path.join(full, "metrics.jsonl")) as f, open(os.path.join(d, "metrics.jsonl"), "w") as g:
             g.writelines(line for line in f if json.loads(line)["step"] <= 20)
-        cmd = [MPIRUN, *MPI_FLAGS, "-np", str(np), lathe, "train", "--resume", d, "--threads", "1"]
+        cmd = [MPIRUN, *MPI_FLAGS, "-np", str(np), lathe, "train", "--resume", d, "--threads", "1", *extra]
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=240)
         if p.returncode != 0:
             fail("resume at -np %d exited %d:\n%s" % (np, p.returncode, p.stdout))
-        compare_losses("-np 2 checkpoint at step 20 resumed at -np %d" % np, losses(d), want, range(21, 31))
+        compare_losses("-np 2 checkpoint at step 20 resumed at -np %d %s" % (np, " ".join(extra)), losses(d), want,
+                       range(21, 31))
+        if "--grad-slices" in extra:
+            got = losses(d)
+            if any(got[s] != want[s] for s in range(21, 31)):
+                fail("resumed at -np 1 with --grad-slices 2: not bitwise the -np 2 run's losses")
+            print("  ... and bitwise equal to the uninterrupted -np 2 run")
 
 
 def scenario_freeze(lathe, lathe_tests, tmp, data):

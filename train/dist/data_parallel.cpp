@@ -146,23 +146,39 @@ void DataParallel::launch_ready_buckets(bool all) {
     if (buckets_[i].pending) buckets_[i].pending->test();
 }
 
-void DataParallel::after_backward() {
-  if (comm_.size() == 1) return;
-  if (device_) {
-    Timed timed(comm_seconds_);  // the time to queue them: the device runs them in order
-    NoGradGuard no_grad;
-    const double scale = 1.0 / double(comm_.size());
-    for (int64_t i = 0; i < int64_t(opt_.num_params()); ++i) {
-      const Tensor g = opt_.param(i).grad();
-      if (!trains(opt_.param(i)) || !g.defined()) continue;
-      device_->all_reduce_sum(g);
-      Tensor(g).copy_(mul(g, scale));
+void DataParallel::scale_gradients(float scale) {
+  NoGradGuard no_grad;
+  for (int64_t i = 0; i < int64_t(opt_.num_params()); ++i) {
+    Tensor g = opt_.param(i).grad();
+    if (!trains(opt_.param(i)) || !g.defined()) continue;
+    if (g.device().is_cpu() && g.dtype() == DType::f32 && g.is_contiguous()) {
+      float* p = g.data<float>();
+      for (int64_t e = 0; e < g.numel(); ++e) p[e] = p[e] * scale;  // as the bucket path below
+    } else {
+      g.copy_(mul(g, double(scale)));
     }
+  }
+}
+
+void DataParallel::after_backward() {
+  const float scale = 1.0f / float(int64_t(comm_.size()) * slices_per_rank_);
+  if (comm_.size() == 1) {
+    if (slices_per_rank_ > 1) scale_gradients(scale);  // the sum of the slices' gradients -> their mean
+    return;
+  }
+  if (device_) {
+    {
+      Timed timed(comm_seconds_);  // the time to queue them: the device runs them in order
+      for (int64_t i = 0; i < int64_t(opt_.num_params()); ++i) {
+        const Tensor g = opt_.param(i).grad();
+        if (trains(opt_.param(i)) && g.defined()) device_->all_reduce_sum(g);
+      }
+    }
+    scale_gradients(scale);
     return;
   }
   hook_.reset();
   launch_ready_buckets(/*all=*/true);
-  const float scale = 1.0f / float(comm_.size());
   for (Bucket& b : buckets_) {
     {
       Timed timed(comm_seconds_);

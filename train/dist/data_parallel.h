@@ -73,6 +73,11 @@ class DataParallel final : public app::StepSync {
   // Bytes of optimizer state held by each rank, in rank order (collective).
   std::vector<size_t> state_bytes_per_rank();
 
+  // Slices of the batch each rank runs before its gradients are final (train_step's `slices`):
+  // the reduced gradients are scaled by 1 / (world size x slices), in one float multiplication, the
+  // same in one process as in N, so that a process with slices S reproduces N = S ranks of one slice.
+  void set_slices_per_rank(int64_t slices) { slices_per_rank_ = slices; }
+
   bool zero() const { return zero_; }
   std::pair<int64_t, int64_t> owned_range() const { return ranges_[size_t(comm_.rank())]; }
   double comm_seconds() const { return comm_seconds_; }
@@ -88,6 +93,8 @@ class DataParallel final : public app::StepSync {
     std::unique_ptr<PendingCollective> pending;
   };
   void on_grad_ready(const Tensor& leaf, const Tensor& grad);
+  // Every gradient of the optimizer's trainable parameters times `scale`, in place.
+  void scale_gradients(float scale);
   void launch_ready_buckets(bool all);
 
   Communicator& comm_;
@@ -97,6 +104,7 @@ class DataParallel final : public app::StepSync {
   std::vector<Bucket> buckets_;
   std::unordered_map<const void*, std::pair<size_t, size_t>> slot_of_;  // TensorImpl -> (bucket, index)
   size_t next_launch_ = 0;  // buckets start in index order on every rank
+  int64_t slices_per_rank_ = 1;
   std::optional<GradReadyHook> hook_;
   std::unique_ptr<DeviceCollectives> device_;  // parameters on a GPU: NCCL; null on the host path
   double comm_seconds_ = 0;
