@@ -21,8 +21,7 @@ ncclDataType_t nccl_type(DType t) {
   switch (t) {
     case DType::f32: return ncclFloat32;
     case DType::f64: return ncclFloat64;
-    case DType::f16: return ncclFloat16;
-    case DType::bf16: return ncclBfloat16;
+    case DType::f16: return ncclFloat16;  // (bf16 is left out: its NCCL type depends on the CUDA headers)
     case DType::i32: return ncclInt32;
     case DType::i64: return ncclInt64;
     default: LATHE_FAIL("NCCL: no NCCL type for dtype ", dtype_name(t));
