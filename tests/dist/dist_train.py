@@ -15,8 +15,8 @@ Scenarios:
     freeze   --freeze wte at -np 2: the embedding is bitwise unchanged and holds no optimizer state;
              the optimizer's parameters and groups are those of the unfrozen run; the checkpoint
              tests of frozen and left-out parameters pass under mpirun
-    bad      a global batch not divisible by N, and ranks given different options: one error,
-             printed once, and every rank exits nonzero
+    bad      a global batch not divisible by N, ranks given different options, ranks reading
+             different corpora: one error, printed once, and every rank exits nonzero
     kill     rank 1 killed mid-run: the job ends within 30 s naming the rank, and the newest
              checkpoint is whole
 
@@ -129,6 +129,12 @@ def scenario_losses(lathe, tmp, data):
     if any(a[k] != b[k] for k in a):
         fail("-np 2's checkpoint differs from one process's with --grad-slices 2")
     print("-np 2 = one process with --grad-slices 2 bitwise: 50 losses, %d checkpoint tensors" % len(a))
+    groups = [metadata(ckpt(os.path.join(tmp, d), 50))["optimizer"] for d in ("np1", "np2", "np2z")]
+    if any((g["params"], [x["params"] for x in g["groups"]]) != (groups[0]["params"], [x["params"] for x in groups[0]["groups"]])
+           for g in groups):
+        fail("the optimizer's parameters or groups differ between 1 process, -np 2 and -np 2 --zero 1")
+    print("the optimizer tracks the same %d parameters in the same %d groups at -np 1, 2 and 2 with ZeRO-1" %
+          (len(groups[0]["params"]), len(groups[0]["groups"])))
     if two != zero:
         fail("--zero 1 losses differ from --zero 0 at -np 2")
     a = tensors(ckpt(os.path.join(tmp, "np2"), 50))
@@ -228,6 +234,20 @@ def scenario_bad(lathe, tmp, data):
     print("different --lr per rank: " + lines[0])
     if glob.glob(os.path.join(out, "ckpt-*")):
         fail("a refused run wrote checkpoints")
+    # The same --data name, other bytes: each rank starts in its own directory with its own corpus.
+    for rank, text in enumerate(("one corpus, " * 400, "another corpus! " * 300)):
+        os.makedirs(os.path.join(tmp, "wd%d" % rank))
+        with open(os.path.join(tmp, "wd%d" % rank, "corpus.txt"), "w") as f:
+            f.write(text)
+    base = [os.path.abspath(lathe), "train", "--config", "tiny", "--data", "corpus.txt", "--threads", "1", "--steps", "2",
+            "--out", "run", "--sample-tokens", "0"]
+    cmd = [MPIRUN, *MPI_FLAGS, "-np", "1", "-wdir", os.path.join(tmp, "wd0"), *base, ":",
+           "-np", "1", "-wdir", os.path.join(tmp, "wd1"), *base]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    lines = [l for l in p.stdout.splitlines() if l.startswith("lathe:")]
+    if p.returncode == 0 or len(lines) != 1 or "training data differ" not in lines[0]:
+        fail("ranks reading different corpora: want one error naming the data, got exit %d:\n%s" % (p.returncode, p.stdout))
+    print("different corpora per rank: " + lines[0])
 
 
 def rank_pid(rank, parent):
