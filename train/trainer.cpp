@@ -268,12 +268,22 @@ double Trainer::evaluate(Split split) {
   const bool was_training = model.is_training();
   model.train(false);
   Generator gen(derive_seed(options_.seed, kEvaluation), 0);
-  double total = 0;
+  // Summed per slice, then over slices and ranks, in the order a step reduces (--grad-slices), so
+  // that one process with S slices measures what S processes measure.
+  std::vector<double> totals(size_t(slices_per_rank_), 0.0);
   for (int64_t i = 0; i < options_.eval_iters; ++i) {
     const Batch b = local_slice(data_->sample(split, batch_, gen, device_));
-    total += model.forward(b.x, b.y).loss.item();
+    const int64_t rows = b.x.shape()[0] / slices_per_rank_;
+    for (int64_t k = 0; k < slices_per_rank_; ++k) {
+      const Tensor x = slices_per_rank_ == 1 ? b.x : b.x.narrow(0, k * rows, rows).contiguous();
+      const Tensor y = slices_per_rank_ == 1 ? b.y : b.y.narrow(0, k * rows, rows).contiguous();
+      totals[size_t(k)] += model.forward(x, y).loss.item();
+    }
   }
   model.train(was_training);
+  double total = 0;
+  for (double t : totals) total += t;
+  total /= double(slices_per_rank_);
   if (dp_) total = dp_->mean_over_ranks(total);
   const double mean = total / double(options_.eval_iters);
   if (split == Split::val) last_val_loss_ = mean;

@@ -124,6 +124,9 @@ def scenario_losses(lathe, tmp, data):
     if two != sliced:
         fail("-np 2 differs from one process with --grad-slices 2: %s" %
              [(s, two[s], sliced[s]) for s in range(1, 51) if two[s] != sliced[s]][:3])
+    vals = [[json.loads(l).get("val_loss") for l in open(os.path.join(tmp, d, "metrics.jsonl"))] for d in ("np2", "np1s2")]
+    if vals[0] != vals[1]:
+        fail("-np 2's validation losses differ from one process's with --grad-slices 2: %s" % vals)
     a = tensors(ckpt(os.path.join(tmp, "np2"), 50))
     b = tensors(ckpt(os.path.join(tmp, "np1s2"), 50))
     if any(a[k] != b[k] for k in a):
