@@ -4,6 +4,8 @@
 // tests/dist/dist_train.py.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -13,6 +15,7 @@
 #include "core/autograd.h"
 #include "core/grad_ready_hook.h"
 #include "core/ops.h"
+#include "nn/gpt.h"
 #include "optim/adam.h"
 #include "optim/prodigy.h"
 #include "serialize/checkpoint.h"
@@ -237,4 +240,62 @@ TEST_CASE("dist: --grad-slices sums the slices' gradients in one process; a batc
   app::TrainOptions odd = tiny_run(d, "odd");
   odd.grad_slices = 3;  // batch 4
   CHECK(error_of([&] { app::Trainer t(odd); }).find("not divisible by --grad-slices 3") != std::string::npos);
+}
+
+namespace {
+// Rank 0 of two whose partner holds the same gradients and parameters: a sum over the ranks is
+// twice this rank's values. It records when all-reduces start.
+class MirrorCommunicator final : public dist::Communicator {
+ public:
+  int started = 0;
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::string describe() const override { return "mirror"; }
+  void all_reduce_sum(float* d, size_t n) override {
+    for (size_t i = 0; i < n; ++i) d[i] += d[i];
+  }
+  void all_reduce_sum(double* d, size_t n) override {
+    for (size_t i = 0; i < n; ++i) d[i] += d[i];
+  }
+  std::unique_ptr<dist::PendingCollective> start_all_reduce_sum(float* d, size_t n) override {
+    ++started;
+    all_reduce_sum(d, n);
+    return dist::SingleProcessCommunicator().start_all_reduce_sum(d, n);
+  }
+  void broadcast(void*, size_t, int) override {}
+  std::vector<std::string> all_gather(const std::string& mine) override { return {mine, mine}; }
+  void all_gather_bytes(const void* mine, void* out, const std::vector<size_t>& sizes) override {
+    std::memcpy(out, mine, sizes[0]);
+  }
+  std::vector<std::string> gather(const std::string& mine, int) override { return {mine, mine}; }
+  void barrier() override {}
+  [[noreturn]] void abort(int code) override { std::exit(code); }
+};
+}  // namespace
+
+TEST_CASE("dist: buckets start their all-reduce during the backward pass, and the mean comes back exactly") {
+  nn::GPTConfig cfg;
+  cfg.vocab_size = 64;
+  cfg.block_size = 8;
+  cfg.n_layer = 2;
+  cfg.n_head = 2;
+  cfg.n_embd = 16;
+  const Tensor idx = Tensor::from_vector(std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, {2, 8});
+  nn::GPT alone(cfg, 5), mirrored(cfg, 5);
+  optim::AdamW opt_alone(alone.parameters()), opt_mirrored(mirrored.parameters());
+  alone.forward(idx, idx).loss.backward();
+
+  MirrorCommunicator comm;
+  dist::DataParallel dp(comm, opt_mirrored, /*zero=*/false, /*bucket_bytes=*/8192);
+  REQUIRE(dp.buckets() > 2);
+  const Tensor loss = mirrored.forward(idx, idx).loss;
+  dp.before_backward();
+  loss.backward();
+  // Every bucket but those the last gradients complete has started before the pass returned.
+  CHECK(comm.started >= dp.buckets() - 1);
+  dp.after_backward();
+  CHECK(comm.started == dp.buckets());
+  // (g + g) / 2 == g, bitwise: the reduction is a plain sum and one scaling.
+  for (int64_t i = 0; i < int64_t(opt_alone.num_params()); ++i)
+    CHECK(serialize::tensor_checksum(opt_alone.param(i).grad()) == serialize::tensor_checksum(opt_mirrored.param(i).grad()));
 }
