@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/autograd.h"
+#include "core/device_collectives.h"
 #include "core/grad_ready_hook.h"
 #include "core/ops.h"
 #include "nn/gpt.h"
@@ -296,6 +297,46 @@ TEST_CASE("dist: buckets start their all-reduce during the backward pass, and th
   dp.after_backward();
   CHECK(comm.started == dp.buckets());
   // (g + g) / 2 == g, bitwise: the reduction is a plain sum and one scaling.
+  for (int64_t i = 0; i < int64_t(opt_alone.num_params()); ++i)
+    CHECK(serialize::tensor_checksum(opt_alone.param(i).grad()) == serialize::tensor_checksum(opt_mirrored.param(i).grad()));
+}
+
+namespace {
+// The device path's stand-in for NCCL, on the sim device: the partner rank mirrors this one.
+class MirrorDeviceCollectives final : public DeviceCollectives {
+ public:
+  static inline int reduced = 0;
+  void all_reduce_sum(const Tensor& t) override {
+    NoGradGuard no_grad;
+    Tensor(t).copy_(add(t, t));
+    ++reduced;
+  }
+  void broadcast(const Tensor&, int) override {}
+};
+}  // namespace
+
+TEST_CASE("dist: the device path (NCCL's place) reduces every gradient in place and scales it once") {
+  register_device_collectives(DeviceType::sim, [](const DeviceCollectivesSetup& s) {
+    CHECK(s.size == 2);
+    return std::unique_ptr<DeviceCollectives>(new MirrorDeviceCollectives());
+  });
+  nn::GPTConfig cfg;
+  cfg.vocab_size = 64;
+  cfg.block_size = 8;
+  cfg.n_layer = 1;
+  cfg.n_head = 2;
+  cfg.n_embd = 16;
+  const Tensor idx = Tensor::from_vector(std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8}, {1, 8}, Device::sim());
+  nn::GPT alone(cfg, 5, Device::sim()), mirrored(cfg, 5, Device::sim());
+  optim::AdamW opt_alone(alone.parameters()), opt_mirrored(mirrored.parameters());
+  alone.forward(idx, idx).loss.backward();
+  MirrorCommunicator comm;
+  dist::DataParallel dp(comm, opt_mirrored, /*zero=*/false);
+  const Tensor loss = mirrored.forward(idx, idx).loss;
+  dp.before_backward();
+  loss.backward();
+  dp.after_backward();
+  CHECK(MirrorDeviceCollectives::reduced == int(opt_mirrored.num_params()));
   for (int64_t i = 0; i < int64_t(opt_alone.num_params()); ++i)
     CHECK(serialize::tensor_checksum(opt_alone.param(i).grad()) == serialize::tensor_checksum(opt_mirrored.param(i).grad()));
 }
