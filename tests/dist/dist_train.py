@@ -132,6 +132,13 @@ def scenario_losses(lathe, tmp, data):
     if any(a[k] != b[k] for k in a):
         fail("-np 2's checkpoint differs from one process's with --grad-slices 2")
     print("-np 2 = one process with --grad-slices 2 bitwise: 50 losses, %d checkpoint tensors" % len(a))
+    # fp16 with its loss scaler (the gradients are reduced while scaled; every rank finds the same inf).
+    short = ["--steps", "8", "--batch", "8", "--precision", "fp16"]
+    train_ok(lathe, 1, os.path.join(tmp, "fp16s2"), data, *short, "--grad-slices", "2")
+    train_ok(lathe, 2, os.path.join(tmp, "fp16np2"), data, *short, "--zero", "1")
+    if losses(os.path.join(tmp, "fp16s2")) != losses(os.path.join(tmp, "fp16np2")):
+        fail("fp16: -np 2 --zero 1 differs from one process with --grad-slices 2")
+    print("fp16 with the loss scaler: -np 2 --zero 1 = one process with --grad-slices 2 bitwise, 8 steps")
     groups = [metadata(ckpt(os.path.join(tmp, d), 50))["optimizer"] for d in ("np1", "np2", "np2z")]
     if any((g["params"], [x["params"] for x in g["groups"]]) != (groups[0]["params"], [x["params"] for x in groups[0]["groups"]])
            for g in groups):
