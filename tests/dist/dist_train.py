@@ -17,8 +17,8 @@ Scenarios:
              tests of frozen and left-out parameters pass under mpirun
     bad      a global batch not divisible by N, ranks given different options, ranks reading
              different corpora: one error, printed once, and every rank exits nonzero
-    kill     rank 1 killed mid-run: the job ends within 30 s naming the rank, and the newest
-             checkpoint is whole
+    kill     rank 1 killed mid-run, then rank 0 killed while it checkpoints every step: the job
+             ends within 30 s naming the rank, and every checkpoint file is whole
 
 Skips (exit 77, which ctest shows as skipped) when mpirun is not installed or lathe was built
 without MPI. Only the standard library: safetensors files are read by hand.
@@ -260,8 +260,8 @@ def scenario_bad(lathe, tmp, data):
     print("different corpora per rank: " + lines[0])
 
 
-def rank_pid(rank, parent):
-    """The pid of the lathe process of `rank` under mpirun `parent` (from /proc's environments)."""
+def rank_pid(rank, parent, out_name):
+    """The pid of the lathe process of `rank` under mpirun `parent` training into `out_name`."""
     for env in glob.glob("/proc/[0-9]*/environ"):
         try:
             with open(env, "rb") as f:
@@ -270,23 +270,31 @@ def rank_pid(rank, parent):
                 cmdline = f.read()
         except OSError:
             continue
-        if b"OMPI_COMM_WORLD_RANK=%d" % rank in vars_ and b"train" in cmdline and b"kill-run" in cmdline:
+        if b"OMPI_COMM_WORLD_RANK=%d" % rank in vars_ and b"train" in cmdline and out_name.encode() in cmdline:
             return int(env.split("/")[2])
     return None
 
 
 def scenario_kill(lathe, tmp, data):
-    out = os.path.join(tmp, "kill-run")
+    kill_rank(lathe, tmp, data, rank=1, ckpt_interval=5, wait_for=1)
+    # Rank 0 writes a checkpoint every step: killed at some moment, most likely inside a save.
+    kill_rank(lathe, tmp, data, rank=0, ckpt_interval=1, wait_for=3)
+
+
+def kill_rank(lathe, tmp, data, rank, ckpt_interval, wait_for):
+    out = os.path.join(tmp, "kill-run%d" % rank)
     cmd = [MPIRUN, *MPI_FLAGS, "-np", "2", lathe, "train", "--config", "tiny", "--data", data, "--threads", "1",
-           "--steps", "100000", "--ckpt-interval", "5", "--eval-interval", "0", "--sample-tokens", "0", "--out", out]
+           "--steps", "100000", "--ckpt-interval", str(ckpt_interval), "--keep-last", "1000", "--eval-interval", "0",
+           "--sample-tokens", "0", "--out", out]
     job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 120
-    while not glob.glob(os.path.join(out, "ckpt-*.safetensors")) and time.time() < deadline and job.poll() is None:
-        time.sleep(0.1)
-    pid = rank_pid(1, job.pid)
+    while (len(glob.glob(os.path.join(out, "ckpt-*.safetensors"))) < wait_for and time.time() < deadline and
+           job.poll() is None):
+        time.sleep(0.05)
+    pid = rank_pid(rank, job.pid, os.path.basename(out))
     if pid is None or job.poll() is not None:
         job.kill()
-        fail("could not find rank 1 of the running job:\n" + (job.communicate()[0] or ""))
+        fail("could not find rank %d of the running job:\n%s" % (rank, job.communicate()[0] or ""))
     os.kill(pid, signal.SIGKILL)
     killed = time.time()
     try:
@@ -296,17 +304,21 @@ def scenario_kill(lathe, tmp, data):
         fail("the job went on for 30 s after rank 1 was killed")
     took = time.time() - killed
     if job.returncode == 0:
-        fail("the job exited 0 after rank 1 was killed")
-    if not re.search(r"rank 1\b", text):
-        fail("no message names rank 1:\n" + text)
-    newest = sorted(glob.glob(os.path.join(out, "ckpt-*.safetensors")),
-                    key=lambda p: int(re.search(r"ckpt-(\d+)", p).group(1)))[-1]
-    p = subprocess.run([lathe, "inspect", newest], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if p.returncode != 0:
-        fail("the newest checkpoint %s is not whole:\n%s" % (newest, p.stdout))
-    named = [l for l in text.splitlines() if re.search(r"rank 1\b", l)][0].strip()
-    print("rank 1 killed: the job ended in %.1f s (exit %d), saying \"%s\"; %s is whole" %
-          (took, job.returncode, named, os.path.basename(newest)))
+        fail("the job exited 0 after rank %d was killed" % rank)
+    named = [l.strip() for l in text.splitlines() if re.search(r"rank %d\b" % rank, l)]
+    if not named:
+        fail("no message names rank %d:\n%s" % (rank, text))
+    checkpoints = sorted(glob.glob(os.path.join(out, "ckpt-*.safetensors")),
+                         key=lambda p: int(re.search(r"ckpt-(\d+)", p).group(1)))
+    for path in checkpoints:  # every file under a checkpoint's name is whole
+        p = subprocess.run([lathe, "inspect", path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if p.returncode != 0:
+            fail("checkpoint %s is not whole:\n%s" % (path, p.stdout))
+    others = sorted(set(os.listdir(out)) - {os.path.basename(p) for p in checkpoints} -
+                    {"metrics.jsonl", "loss.svg", "model.safetensors", ".lock"})
+    print("rank %d killed: the job ended in %.1f s (exit %d), saying \"%s\"; all %d checkpoints whole (newest %s)%s" %
+          (rank, took, job.returncode, named[0], len(checkpoints), os.path.basename(checkpoints[-1]),
+           "; left by an interrupted save: %s" % others if others else ""))
 
 
 def main():
