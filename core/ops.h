@@ -72,11 +72,11 @@ Tensor log_softmax(const Tensor& x, int64_t dim = -1);
 // LayerNorm over the last dim; weight and bias may be undefined.
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 // softmax(scale q k^T + causal mask) v for q, k, v [B, H, T, hs] of one floating dtype (query i
-// sees keys 0..i), as torch's scaled_dot_product_attention(is_causal=True, scale=scale): one fused
-// kernel that keeps no [B, H, T, T] tensor (core/cpu/attention_kernels.cpp), on backends with
-// `has_fused_attention()` (the CPU, f32 and f64); nn's attention composes the same from matmul
-// and softmax elsewhere. Returns [B, H, T, hs] as a view of [B, T, H, hs] storage: heads side by
-// side again after a transpose(1, 2).
+// sees keys 0..i), as torch's scaled_dot_product_attention(is_causal=True, scale=scale). On a
+// backend with `has_fused_attention()` (the CPU, f32 and f64) one fused kernel keeps no [B, H, T, T]
+// tensor (core/cpu/attention_kernels.cpp); elsewhere it is composed of matmul and softmax. Returns
+// [B, H, T, hs]; the fused path's is a view of [B, T, H, hs] storage, so that putting the heads
+// side by side again (transpose(1, 2), then reshape) copies nothing.
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale);
 // weight [V, C], idx i32/i64 any shape -> idx.shape + [C]; ids out of range are an error.
 Tensor embedding(const Tensor& weight, const Tensor& idx);

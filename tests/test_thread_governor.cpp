@@ -3,7 +3,10 @@
 #include <doctest/doctest.h>
 
 #include <omp.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "train/thread_governor.h"
 
@@ -50,4 +53,36 @@ TEST_CASE("thread governor: a chosen count is kept as given") {
   CHECK_FALSE(by_env.governs());
   unsetenv("OMP_NUM_THREADS");
   omp_set_num_threads(saved);
+}
+
+TEST_CASE("thread governor: beside a process that keeps a core busy, the first step runs on one thread fewer") {
+  const int saved = omp_get_max_threads();
+  if (saved < 2 || std::getenv("OMP_NUM_THREADS") != nullptr) {
+    MESSAGE("skipped: the governor governs only the default count of a machine of 2+ cores");
+    return;
+  }
+  // The neighbour: a child process spinning until killed; it says so once it runs.
+  int ready[2];
+  REQUIRE(pipe(ready) == 0);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    close(ready[0]);
+    const char c = 1;
+    if (write(ready[1], &c, 1) != 1) _exit(1);
+    for (;;) __asm__ volatile("");  // a loop the compiler must keep
+  }
+  close(ready[1]);
+  char c = 0;
+  REQUIRE(read(ready[0], &c, 1) == 1);
+  close(ready[0]);
+  // Governed: the reading taken in the constructor already sees one core taken (the whole
+  // machine's other load counts too, so the count can only be lower, never all cores).
+  ThreadGovernor governed(0);
+  const int first = omp_get_max_threads();
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  omp_set_num_threads(saved);
+  REQUIRE(governed.governs());
+  CHECK(first <= saved - 1);
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # lathe against PyTorch on the CPU, measured in the same run on the same machine: for each config,
-# PyTorch at 1 and 2 threads (its best counts), lathe at 1 and 2 threads and at its default (the
-# thread governor's), tokens/s and peak memory, and lathe's default against PyTorch's best.
+# PyTorch at 1 and 2 threads (its best counts) and on exactly one core, lathe at 1 and 2 threads
+# and at its default (the thread governor's), tokens/s and peak memory, and lathe's default against
+# PyTorch's best.
 #   tools/bench_cpu.sh [CONFIG...]      default: tiny small nanogpt-cpu char
 # Steps per config: 30 (tiny, nanogpt-cpu), 10 (small), 5 (char); LATHE_BENCH_STEPS overrides.
 # PyTorch is Debian's python3-torch; `tools/deps.sh --torch` installs it together with OpenBLAS,
@@ -27,9 +28,16 @@ for config in "${configs[@]}"; do
   echo "== $config ($steps timed steps)"
   best_torch=0
   best_torch_rss=0
-  for t in 1 2; do
-    peak_kib /usr/bin/python3 tools/torch_gpt_reference.py bench "$config" "$t" "$steps"
+  # torch.set_num_threads(1) does not reach OpenBLAS's own thread pool: PyTorch's "1 thread" runs
+  # its matrix products on every core. The third run pins OpenBLAS to one core too (one core each).
+  for t in 1 2 1-core; do
+    if [[ $t == 1-core ]]; then
+      peak_kib env OPENBLAS_NUM_THREADS=1 /usr/bin/python3 tools/torch_gpt_reference.py bench "$config" 1 "$steps"
+    else
+      peak_kib /usr/bin/python3 tools/torch_gpt_reference.py bench "$config" "$t" "$steps"
+    fi
     line=$(cat "$tmp/out")
+    [[ $t == 1-core ]] && line="$line (OPENBLAS_NUM_THREADS=1)"
     rate=$(sed -n 's/.*tok_per_s=\([0-9.]*\).*/\1/p' <<<"$line")
     echo "$line peak_rss_mib=$(($(cat "$tmp/rss") / 1024))"
     if awk "BEGIN { exit !($rate > $best_torch) }"; then best_torch=$rate; best_torch_rss=$(($(cat "$tmp/rss") / 1024)); fi

@@ -5,7 +5,8 @@
 # gradients clipped at 1. Prints each one's training time and final validation loss (nats per byte,
 # the mean over 200 batches of the last 10% of the corpus).
 #   tools/nanogpt_cpu.sh [CORPUS] [STEPS]     default: Debian's fortunes, 2000
-# PyTorch is Debian's python3-torch (tools/deps.sh --torch), at as many threads as cores.
+# PyTorch is Debian's python3-torch (tools/deps.sh --torch), at TORCH_THREADS threads (default 1:
+# its fastest count on a 2-core machine, tools/bench_cpu.sh); lathe at its default thread count.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 corpus="${1:-/usr/share/games/fortunes}"
@@ -37,7 +38,7 @@ EOF
 fi
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
-echo "corpus: $corpus, $(stat -c %s "$corpus") bytes; $steps steps"
+echo "corpus: $corpus, $(stat -c %s "$corpus") bytes; $steps steps; PyTorch at ${TORCH_THREADS:-1} thread(s)"
 
 start=$(date +%s.%N)
 ./build/examples/lathe train --data "$corpus" --config nanogpt-cpu --steps "$steps" --lr 1e-3 --min-lr 1e-4 \
@@ -46,7 +47,7 @@ start=$(date +%s.%N)
 lathe_s=$(awk "BEGIN { print $(date +%s.%N) - $start }")
 lathe_val=$(grep -o '"val_loss":[0-9.]*' "$tmp/lathe-run/metrics.jsonl" | tail -1 | cut -d: -f2)
 
-line=$(/usr/bin/python3 tools/torch_gpt_reference.py train nanogpt-cpu "$corpus" "$steps" 1e-3 1e-4 100 "$(nproc)" 200)
+line=$(/usr/bin/python3 tools/torch_gpt_reference.py train nanogpt-cpu "$corpus" "$steps" 1e-3 1e-4 100 "${TORCH_THREADS:-1}" 200)
 torch_s=$(sed -n 's/.*train_s=\([0-9.]*\).*/\1/p' <<<"$line")
 torch_val=$(sed -n 's/.*val_loss=\([0-9.]*\).*/\1/p' <<<"$line")
 

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 namespace lathe::app {
 
@@ -16,6 +17,8 @@ namespace {
 
 // A reading covers at least this long: shorter windows see a time slice, not a share.
 constexpr std::chrono::milliseconds kWindow{250};
+// The reading taken before the first step, while this process sleeps.
+constexpr std::chrono::milliseconds kFirstWindow{100};
 
 // Busy and total ticks of the CPUs in `mask` from /proc/stat's "cpuN ..." lines.
 bool read_proc_stat(const cpu_set_t& mask, CpuTimes& t) {
@@ -89,9 +92,27 @@ ThreadGovernor::ThreadGovernor(int requested) {
   // OMP_NUM_THREADS is a choice like --threads; so is a machine of one core.
   governs_ = std::getenv("OMP_NUM_THREADS") == nullptr && max_threads_ > 1;
   if (!governs_) return;
+  // A first reading before any work: a run that started on all cores beside a busy neighbour would
+  // spend its first window at a barrier per op (for `tiny`, the whole of a short benchmark). While
+  // this process sleeps, every busy tick is another's; 100 ms is ten ticks of /proc/stat per core.
+  const std::optional<CpuTimes> before = read_cpu_times();
+  std::this_thread::sleep_for(kFirstWindow);
   last_ = read_cpu_times();
   last_time_ = std::chrono::steady_clock::now();
-  governs_ = last_.has_value();
+  governs_ = before.has_value() && last_.has_value();
+  if (governs_) set_threads(threads_for(free_cores(*before, *last_)));
+}
+
+int ThreadGovernor::threads_for(double free) const {
+  // A core more than half free is worth a thread: a neighbour at a few percent (a terminal, a
+  // browser tab at rest) leaves its core to lathe, one that keeps a core busy takes it.
+  return std::clamp(int(std::floor(free + 0.5)), 1, max_threads_);
+}
+
+void ThreadGovernor::set_threads(int threads) {
+  if (threads == threads_) return;
+  threads_ = threads;
+  omp_set_num_threads(threads_);
 }
 
 int ThreadGovernor::update() {
@@ -100,15 +121,9 @@ int ThreadGovernor::update() {
   if (now - last_time_ < kWindow) return threads_;
   const std::optional<CpuTimes> t = read_cpu_times();
   if (!t) return threads_;
-  // A core more than half free is worth a thread: a neighbour at a few percent (a terminal, a
-  // browser tab at rest) leaves its core to lathe, one that keeps a core busy takes it.
-  const int want = std::clamp(int(std::floor(free_cores(*last_, *t) + 0.5)), 1, max_threads_);
+  set_threads(threads_for(free_cores(*last_, *t)));
   last_ = t;
   last_time_ = now;
-  if (want != threads_) {
-    threads_ = want;
-    omp_set_num_threads(threads_);
-  }
   return threads_;
 }
 

@@ -32,7 +32,8 @@ double free_cores(const CpuTimes& before, const CpuTimes& after);
 
 class ThreadGovernor {
  public:
-  // `requested`: the --threads value (0: the default, governed). Sets the starting thread count.
+  // `requested`: the --threads value (0: the default, governed). Sets the starting thread count;
+  // governed, from a first reading of 100 ms (the constructor sleeps for it).
   explicit ThreadGovernor(int requested);
 
   // Between steps: at most one reading every quarter second; changes the thread count when the
@@ -42,6 +43,9 @@ class ThreadGovernor {
   bool governs() const { return governs_; }
 
  private:
+  int threads_for(double free_cores) const;
+  void set_threads(int threads);
+
   bool governs_ = false;
   int max_threads_ = 1;
   int threads_ = 1;

@@ -1,5 +1,8 @@
 // Fused causal attention, its forward and backward side by side; the kernels are the backend's
-// (core/cpu/attention_kernels.cpp).
+// (core/cpu/attention_kernels.cpp). A backend without them, or a 16-bit dtype, gets the same
+// attention composed of matmul and softmax.
+#include <limits>
+
 #include "core/autograd.h"
 #include "core/ops.h"
 
@@ -9,6 +12,21 @@ namespace {
 
 // The kernels read rows with a unit last stride; any other layout is copied once.
 Tensor rows_unit_stride(const Tensor& t) { return t.strides().back() == 1 ? t : t.contiguous(); }
+
+// softmax(scale q k^T + mask) v, the mask -inf where a key lies in the query's future.
+Tensor composed_causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale) {
+  const int64_t T = q.size(2);
+  Tensor future;
+  {
+    NoGradGuard no_grad;
+    const Tensor key_pos = Tensor::arange(0, T, 1, DType::i64, q.device()).view({1, T});
+    const Tensor query_pos = Tensor::arange(0, T, 1, DType::i64, q.device()).view({T, 1});
+    future = gt(key_pos, query_pos);
+  }
+  Tensor scores = masked_fill(mul(matmul(q, k.transpose(-2, -1)), scale), future,
+                              -std::numeric_limits<double>::infinity());
+  return matmul(softmax(scores, -1), v);
+}
 
 }  // namespace
 
@@ -21,9 +39,8 @@ Tensor causal_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_
   LATHE_CHECK(k_in.dtype() == q_in.dtype() && v_in.dtype() == q_in.dtype(), "causal_attention: q ", q_in.desc(),
               ", k ", k_in.desc(), " and v ", v_in.desc(), " differ in dtype");
   Backend& backend = backend_for(q_in.device());
-  LATHE_CHECK(backend.has_fused_attention() && (q_in.dtype() == DType::f32 || q_in.dtype() == DType::f64),
-              "causal_attention: no fused kernel for ", q_in.desc(), " on ", backend.name(),
-              " (the CPU's takes f32 and f64)");
+  if (!backend.has_fused_attention() || !(q_in.dtype() == DType::f32 || q_in.dtype() == DType::f64))
+    return composed_causal_attention(q_in, k_in, v_in, scale);
   const int64_t B = q_in.size(0), H = q_in.size(1), T = q_in.size(2), hs = q_in.size(3);
   const Tensor q = rows_unit_stride(q_in.detach()), k = rows_unit_stride(k_in.detach()),
                v = rows_unit_stride(v_in.detach());

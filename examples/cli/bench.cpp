@@ -87,6 +87,13 @@ void print_profile(int64_t steps, const std::function<void()>& step) {
   }
   const double outside = step_s - in_kernels / double(steps);
   std::printf("  %-24s %9s %10.2f %6.1f%%\n", "(outside kernels)", "", outside * 1e3, 100.0 * outside / step_s);
+  // The limit: were every other kernel free and every product at the 1024^3 rate, a step would
+  // still take its products' FLOPs at that rate.
+  double product_flops = 0;
+  for (const profile::KernelRow& r : rows) product_flops += r.flops;
+  const double bound_ms = product_flops / double(steps) / (peak * 1e9) * 1e3;
+  std::printf("  bound: %.2f GFLOP of products a step take %.1f ms at the peak; this step is at %.0f%% of that speed\n",
+              product_flops / double(steps) / 1e9, bound_ms, 100.0 * bound_ms / (step_s * 1e3));
 }
 
 void run_bench(const BenchOptions& o) {

@@ -15,6 +15,7 @@ dtype's tolerance of torch.testing.assert_close.
 A 16-bit case follows the kind's rule: PyTorch computes it in f32 from the 16-bit inputs and
 rounds the output and the gradients to the 16-bit dtype once.
 """
+import math
 import os
 import sys
 
@@ -35,6 +36,15 @@ def u(*shape, lo=-2.0, hi=2.0):
 
 def ids(high, *shape):
     return torch.randint(0, high, shape, dtype=torch.int64)
+
+
+def causal_sdpa(q, k, v, scale=None):
+    """torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale), as
+    PyTorch 2 documents it (Debian's PyTorch 1.13 predates the function)."""
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    T = q.shape[-2]
+    future = torch.ones(T, T, dtype=torch.bool).triu(1)
+    return torch.softmax((q @ k.transpose(-2, -1) * scale).masked_fill(future, float("-inf")), dim=-1) @ v
 
 
 # (op, args, inputs drawn in f64 (ints and bools stay as they are), the call on the inputs)
@@ -116,6 +126,11 @@ SPECS = [
     ("index_select", {"dim": 1}, lambda: [u(2, 5), torch.tensor([1, 1, 3])],
      lambda x, a: torch.index_select(x[0], a["dim"], x[1])),
     ("gather", {"dim": 0}, lambda: [u(4, 3), ids(4, 2, 3)], lambda x, a: torch.gather(x[0], a["dim"], x[1])),
+    # T = 70: two of lathe's 64-query blocks, the second cut short.
+    ("scaled_dot_product_attention", {"is_causal": True}, lambda: [u(2, 3, 70, 8), u(2, 3, 70, 8), u(2, 3, 70, 8)],
+     lambda x, a: causal_sdpa(*x)),
+    ("scaled_dot_product_attention", {"is_causal": True, "scale": 0.5}, lambda: [u(1, 2, 5, 4), u(1, 2, 5, 4), u(1, 2, 5, 4)],
+     lambda x, a: causal_sdpa(*x, scale=a["scale"])),
 ]
 
 

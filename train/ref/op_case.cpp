@@ -200,6 +200,16 @@ const std::vector<OpEntry>& op_entries() {
       {"index_select", 2, {"dim"}, [](X x, A a) { return index_select(x[0], a.integer("dim"), x[1]); },
        index_select_elements},
       {"gather", 2, {"dim"}, [](X x, A a) { return gather(x[0], a.integer("dim"), x[1]); }},
+      // torch.nn.functional.scaled_dot_product_attention on [B, H, T, hs]: lathe has the causal one.
+      {"scaled_dot_product_attention", 3, {"is_causal", "scale"},
+       [](X x, A a) {
+         LATHE_CHECK(a.flag("is_causal", false), K,
+                     "op \"scaled_dot_product_attention\": lathe computes the causal one; give \"is_causal\": true");
+         LATHE_CHECK(x[0].dim() == 4, K, "op \"scaled_dot_product_attention\": input.0 ", x[0].desc(),
+                     " must be [B, H, T, head_size]");
+         const double scale = a.optional_number("scale").value_or(1.0 / std::sqrt(double(x[0].size(3))));
+         return causal_attention(x[0], x[1], x[2], scale);
+       }},
   };
   return entries;
 }
