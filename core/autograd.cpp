@@ -4,12 +4,21 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/grad_ready_hook.h"
 #include "core/ops.h"
 
 namespace lathe {
 
 namespace {
 thread_local bool t_grad_enabled = true;
+thread_local GradReadyFn t_grad_ready;  // empty: no hook (the usual case)
+}  // namespace
+
+GradReadyHook::GradReadyHook(GradReadyFn fn) : previous_(std::move(t_grad_ready)) { t_grad_ready = std::move(fn); }
+GradReadyHook::~GradReadyHook() { t_grad_ready = std::move(previous_); }
+
+void notify_grad_ready(const Tensor& leaf, const Tensor& grad) {
+  if (t_grad_ready) t_grad_ready(leaf, grad);
 }
 
 bool grad_enabled() { return t_grad_enabled; }
@@ -127,6 +136,8 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
         Tensor acc(t->grad);
         acc.copy_(add(acc, g));
       }
+      // Every contribution reached this leaf before it in reverse topological order: final.
+      if (t_grad_ready) notify_grad_ready(Tensor(keep[t]), Tensor(t->grad));
       continue;
     }
     Node& node = *t->grad_fn;

@@ -74,7 +74,29 @@ const Tensor& Optimizer::param(int64_t i) const {
   return params_[size_t(i)];
 }
 
-bool Optimizer::participates(const Tensor& p) { return p.requires_grad() && p.grad().defined(); }
+bool Optimizer::participates(const Tensor& p) const {
+  if (!p.requires_grad() || !p.grad().defined()) return false;
+  return !sharded() || owns(index_of_.at(p.id()));
+}
+
+void Optimizer::shard_state(int64_t begin, int64_t end) {
+  LATHE_CHECK(!reads_all_state(), kind(), ": its update reads the state of every parameter at once, so its state "
+              "cannot be sharded (ZeRO-1 needs an update that is per parameter: sgd, adam, adamw)");
+  LATHE_CHECK(begin >= 0 && begin <= end && end <= int64_t(params_.size()), kind(), ": shard [", begin, ", ", end,
+              ") is not a range of its ", params_.size(), " parameters");
+  shard_begin_ = begin;
+  shard_end_ = end;
+  release_unowned_state();
+}
+
+void Optimizer::release_unowned_state() {
+  if (!sharded()) return;
+  for (StateSlot* s : declared_slots()) {
+    if (s->scope() != StateScope::param) continue;
+    for (int64_t i = 0; i < s->extent(); ++i)
+      if (!owns(i)) s->at(i) = Tensor();
+  }
+}
 
 void Optimizer::step() {
   NoGradGuard no_grad;
@@ -265,7 +287,10 @@ std::vector<StateEntry> Optimizer::state_entries() const {
   auto add = [&](StateScope scope, int64_t index, const StateSlot& s, const Tensor& t) {
     std::string name =
         std::string(scope_name(scope)) + "." + (index >= 0 ? std::to_string(index) + "." : "") + s.key();
-    out.push_back(StateEntry{std::move(name), scope, index, s.key(), s.placement(fused_), t.dtype(), t});
+    // Per-parameter state of a sharded optimizer lives with its parameter on the owning process only.
+    Placement policy = s.placement(fused_);
+    if (sharded() && scope == StateScope::param && policy == Placement::with_param) policy = Placement::sharded;
+    out.push_back(StateEntry{std::move(name), scope, index, s.key(), policy, t.dtype(), t});
   };
   for (int64_t i = 0; i < int64_t(params_.size()); ++i)
     for (const auto& [key, s] : by_scope[size_t(StateScope::param)])

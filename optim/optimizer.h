@@ -123,6 +123,21 @@ class Optimizer : public StateSet {
   std::vector<StateEntry> state_entries() const;
   void load_state(const std::map<std::string, StateSource>& sources);
 
+  // ---- state sharding (ZeRO-1 data parallelism, docs/design.md "Data parallelism") ----
+  // From now on this optimizer keeps and updates the per-parameter state of parameters
+  // [begin, end) only: its per-parameter state takes the policy `sharded`, the state of the other
+  // parameters is released, and their updates are skipped (the processes that own them do them;
+  // the caller gathers the updated parameters). Groups, parameters and group / global state are
+  // unchanged: a sharded optimizer tracks exactly what it tracked before. An optimizer whose update
+  // reads every parameter's state at once (Prodigy's d) refuses.
+  void shard_state(int64_t begin, int64_t end);
+  bool sharded() const { return shard_end_ >= 0; }
+  // Whether this optimizer keeps the state of parameter i (always, unless sharded).
+  bool owns(int64_t i) const { return !sharded() || (i >= shard_begin_ && i < shard_end_); }
+  // Drops the per-parameter state of parameters this optimizer does not own (after a restore or a
+  // checkpoint gathered the whole state here). Nothing when not sharded.
+  void release_unowned_state();
+
  protected:
   explicit Optimizer(bool fused) : fused_(fused) {}
 
@@ -136,8 +151,11 @@ class Optimizer : public StateSet {
   // Called once per new group after it was added (group state initialisation).
   virtual void init_group_state(size_t /*group*/) {}
 
-  // Parameters that take part in this step: trainable and with a gradient.
-  static bool participates(const Tensor& p);
+  // Parameters that take part in this step: trainable, with a gradient, and (when the state is
+  // sharded) owned by this optimizer.
+  bool participates(const Tensor& p) const;
+  // Whether the update needs the state of every parameter at once (sharding is then refused).
+  virtual bool reads_all_state() const { return false; }
 
   std::vector<ParamGroup> groups_;
 
@@ -157,6 +175,8 @@ class Optimizer : public StateSet {
   std::map<TensorImpl*, int64_t> index_of_;
   // Completed steps: counted on the host in every mode, so counting costs no device traffic.
   HostScalar<int64_t, StateScope::global> completed_steps_{*this, "step"};
+  // The owned parameter range of a sharded optimizer; shard_end_ < 0: not sharded.
+  int64_t shard_begin_ = 0, shard_end_ = -1;
 };
 
 // The typed half of an optimizer: its options struct O per group, generated from its option list.

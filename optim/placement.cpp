@@ -8,6 +8,7 @@ const char* placement_name(Placement p) {
   switch (p) {
     case Placement::with_param: return "with_param";
     case Placement::host: return "host";
+    case Placement::sharded: return "sharded";
   }
   return "?";
 }
@@ -15,7 +16,8 @@ const char* placement_name(Placement p) {
 Placement placement_from_name(const std::string& name) {
   if (name == "with_param") return Placement::with_param;
   if (name == "host") return Placement::host;
-  LATHE_FAIL("unknown state placement \"", name, "\" (expected with_param or host)");
+  if (name == "sharded") return Placement::sharded;
+  LATHE_FAIL("unknown state placement \"", name, "\" (expected with_param, host or sharded)");
 }
 
 const char* scope_name(StateScope s) {

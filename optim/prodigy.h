@@ -44,6 +44,8 @@ class Prodigy : public TypedOptimizer<ProdigyOptions> {
  protected:
   void init_group_state(size_t group) override;
   void update() override;
+  // d's estimate sums over every parameter of a group: no parameter's update is its own.
+  bool reads_all_state() const override { return true; }
 
  private:
   ParamState<> s_{*this, "s", ParamShape::own};

@@ -45,7 +45,7 @@ EXPECTED_OK = {
     # 0 means "the default" or "off", as each flag's help says.
     "bench.threads.zero", "train.threads.zero", "sample.top-k.zero", "sample.temperature.zero",
     "train.grad-clip.zero", "train.eval-interval.zero", "train.ckpt-interval.zero", "train.warmup.zero",
-    "train.weight-decay.zero", "train.min-lr.zero",
+    "train.weight-decay.zero", "train.min-lr.zero", "train.zero.zero", "train.grad-slices.zero",
     # Any 64-bit seed is a seed.
     "sample.seed.zero", "sample.seed.int64_max", "train.seed.zero", "train.seed.int64_max",
     # PyTorch's ranges: betas in [0, 1); lr, weight decay and the clip norm any finite value >= 0
@@ -362,7 +362,8 @@ def flag_cases(inp):
                          "--weight-decay": "float", "--grad-clip": "float", "--beta1": "float", "--beta2": "float",
                          "--seed": "int", "--eval-interval": "int", "--eval-iters": "int", "--ckpt-interval": "int",
                          "--keep-last": "int", "--threads": "int", "--sample-tokens": "int",
-                         "--init-scale": "float", "--scale-growth-interval": "int"}),
+                         "--init-scale": "float", "--scale-growth-interval": "int", "--zero": "int",
+                         "--grad-slices": "int"}),
     }
     cases = []
     for command, (base, options) in flags.items():
@@ -416,6 +417,13 @@ def usage_cases(inp):
     cases.append(Case("train.fused.prodigy", train + ["--out", inp.path("runs/fused_prodigy"), "--fused", "--optimizer",
                                                       "prodigy"]))
     cases.append(Case("train.threads.ten_thousand", train + ["--out", inp.path("runs/threads"), "--threads", "10000"]))
+    # Data parallelism: --zero 0 or 1 (and not with prodigy), --freeze a regular expression that
+    # matches some parameters but not all.
+    cases.append(Case("train.zero.two", train + ["--out", inp.path("runs/zero2"), "--zero", "2"]))
+    cases.append(Case("train.zero.prodigy", train + ["--out", inp.path("runs/zero_prodigy"), "--zero", "1",
+                                                     "--optimizer", "prodigy"]))
+    for label, pattern in {"bad_regex": "(", "no_match": "no_such_parameter", "everything": "."}.items():
+        cases.append(Case(f"train.freeze.{label}", train + ["--out", inp.path("runs/freeze_" + label), "--freeze", pattern]))
     cases.append(Case("bench.threads.ten_thousand", commands["bench"] + ["--threads", "10000"]))
     devices = {"gpu": "gpu", "cuda99": "cuda:99", "sim99": "sim:99", "cpu1": "cpu:1", "empty": "", "cuda_neg": "cuda:-1",
                "sim_word": "sim:abc", "trailing_colon": "cpu:", "spaces": " cpu "}

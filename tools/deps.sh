@@ -8,8 +8,11 @@ set -euo pipefail
 # curl fetches GPT-2's vocabulary (tools/fetch_gpt2_vocab.sh); PCRE2 runs the tokenizer's regexes.
 # clang builds the fuzzer (tests/fuzz): libclang-rt-14-dev holds libFuzzer and the sanitizers'
 # runtimes, libomp-dev clang's OpenMP runtime (lathe's CMake requires OpenMP; g++ has its own).
+# Open MPI (openmpi-bin: mpirun; libopenmpi-dev: the C API) runs data parallel training across
+# processes, `mpirun -np N lathe train` (train/dist/); without it lathe trains in one process.
 pkgs=(cmake ninja-build g++ pkg-config libeigen3-dev doctest-dev nlohmann-json3-dev libcli11-dev
-      libxxhash-dev libopenblas-dev libpcre2-dev curl ca-certificates fortunes python3 clang libclang-rt-14-dev libomp-dev)
+      libxxhash-dev libopenblas-dev libpcre2-dev curl ca-certificates fortunes python3 clang libclang-rt-14-dev libomp-dev
+      openmpi-bin libopenmpi-dev)
 [[ "${1:-}" == "--torch" ]] && pkgs+=(python3-torch libopenblas0-pthread)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -13,12 +13,13 @@ namespace {
 
 // The checkpoint's options with the run-management flags the user gave on top. What may change:
 // how long and where the run goes on, not what it computes. (A new device or thread count
-// restores the same state, by policy, but need not give the same bits.)
+// restores the same state, by policy, but need not give the same bits.) The world size is not an
+// option and --zero may change: a checkpoint holds the whole state in one file, whoever wrote it.
 TrainOptions merged_options(const TrainOptions& stored_options, const TrainOptions& given,
                             const std::vector<std::string>& given_keys) {
   static const std::vector<std::string> free_keys = {"steps",   "eval_interval", "eval_iters",    "ckpt_interval",
                                                      "keep_last", "threads",     "device",        "out",
-                                                     "sample_tokens", "data"};
+                                                     "sample_tokens", "data", "zero", "grad_slices"};
   nlohmann::json stored = to_json(stored_options), wanted = to_json(given);
   for (const std::string& key : given_keys) {
     if (!wanted.contains(key)) continue;
@@ -39,7 +40,7 @@ TrainOptions merged_options(const TrainOptions& stored_options, const TrainOptio
 }  // namespace
 
 Trainer Trainer::resume(const std::string& dir_or_file, const TrainOptions& given,
-                        const std::vector<std::string>& given_keys) {
+                        const std::vector<std::string>& given_keys, dist::Communicator* comm) {
   // Read straight onto the device the run continues on: the one given, else the run's own.
   const bool device_given = std::find(given_keys.begin(), given_keys.end(), "device") != given_keys.end();
   auto target_of = [&](const serialize::CheckpointDocument& doc) {
@@ -61,7 +62,7 @@ Trainer Trainer::resume(const std::string& dir_or_file, const TrainOptions& give
   } catch (const Error& e) {
     throw ResumeSettingsError(e.what());
   }
-  return Trainer(std::move(o), &ckpt, &program);
+  return Trainer(std::move(o), &ckpt, &program, comm);
 }
 
 }  // namespace lathe::app

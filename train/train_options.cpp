@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <regex>
 #include <thread>
 
 #include "core/error.h"
@@ -41,6 +42,20 @@ void validate(const TrainOptions& o) {
   LATHE_CHECK(o.keep_last >= 1, "--keep-last must be at least 1, got ", o.keep_last);
   LATHE_CHECK(o.threads >= 0, "--threads must be >= 0, got ", o.threads);
   LATHE_CHECK(o.sample_tokens >= 0, "--sample-tokens must be >= 0, got ", o.sample_tokens);
+  LATHE_CHECK(o.zero == 0 || o.zero == 1, "--zero must be 0 (every process keeps the whole optimizer state) or 1 "
+              "(the state is sharded over the processes), got ", o.zero);
+  LATHE_CHECK(o.zero == 0 || o.optimizer != "prodigy", "--zero 1: prodigy's update reads the state of every parameter "
+              "at once, so its state cannot be sharded; use adamw, adam or sgd, or --zero 0");
+  if (!o.freeze.empty()) freeze_pattern(o.freeze);
+  LATHE_CHECK(o.grad_slices >= 0, "--grad-slices must be >= 0 (0: one slice per process), got ", o.grad_slices);
+}
+
+std::regex freeze_pattern(const std::string& pattern) {
+  try {
+    return std::regex(pattern, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    LATHE_FAIL("--freeze \"", pattern, "\" is not a valid regular expression: ", e.what());
+  }
 }
 
 int max_cpu_threads() {
@@ -85,6 +100,9 @@ void for_each_option(TrainOptions& o, F&& f) {
   f("threads", o.threads);
   f("out", o.out);
   f("sample_tokens", o.sample_tokens);
+  f("zero", o.zero);
+  f("freeze", o.freeze);
+  f("grad_slices", o.grad_slices);
 }
 
 nlohmann::json to_json(const TrainOptions& o) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 
 namespace lathe::app {
@@ -41,6 +42,14 @@ struct TrainOptions {
   int64_t sample_tokens = 200;  // sample printed at the end; 0: none
   double progress_seconds = 2;  // a progress line at least this often
   bool quiet = false;           // no progress lines (tests)
+  // Data parallelism (docs/design.md, "Data parallelism"). The world size is mpirun's -np, not an
+  // option: a run's checkpoints resume at any world size.
+  int zero = 0;                 // 1: shard the optimizer state over the processes (ZeRO-1)
+  std::string freeze;           // a regular expression (ECMAScript, searched): parameters it matches are frozen
+  // The global batch is cut into this many equal slices whose gradients are summed in a fixed
+  // order; each process runs slices / N of them. 0: one slice per process. One process with
+  // --grad-slices 2 reproduces `mpirun -np 2` bitwise.
+  int64_t grad_slices = 0;
 
   double effective_min_lr() const { return min_lr < 0 ? lr / 10 : min_lr; }
 };
@@ -51,6 +60,9 @@ TrainOptions train_options_from_json(const nlohmann::json& j);
 
 // Throws cli-agnostic lathe::Error with a message naming the flag when a value is out of range.
 void validate(const TrainOptions& o);
+
+// --freeze's pattern, compiled; an invalid one is an error naming the flag.
+std::regex freeze_pattern(const std::string& pattern);
 
 // The most CPU threads a run uses: 4 x the hardware threads, at most 1024. OpenMP aborts the
 // process inside its runtime when asked for thousands of threads, so more is capped, not refused.

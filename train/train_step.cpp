@@ -1,21 +1,32 @@
 #include "train/train_step.h"
 
+#include <vector>
+
 #include "core/autograd.h"
 #include "optim/clip.h"
 
 namespace lathe::app {
 
 StepOutcome train_step(nn::GPT& model, optim::Optimizer& opt, const Tensor& x, const Tensor& y, double grad_clip,
-                       std::optional<double> lr, optim::GradScaler* scaler) {
+                       std::optional<double> lr, optim::GradScaler* scaler, StepSync* sync, int64_t slices) {
   StepOutcome r;
-  nn::GPTOutput out = model.forward(x, y);
+  if (scaler) r.scale = scaler->get_scale();
+  const int64_t rows = x.shape()[0] / slices;
+  std::vector<Tensor> losses;
+  for (int64_t k = 0; k < slices; ++k) {
+    const Tensor xs = slices == 1 ? x : x.narrow(0, k * rows, rows).contiguous();
+    const Tensor ys = slices == 1 ? y : y.narrow(0, k * rows, rows).contiguous();
+    nn::GPTOutput out = model.forward(xs, ys);
+    // Only the last backward pass leaves final gradients for the sync to reduce.
+    if (sync && k == slices - 1) sync->before_backward();
+    if (scaler) scaler->scale(out.loss).backward();
+    else out.loss.backward();
+    losses.push_back(out.loss);
+  }
+  if (sync) sync->after_backward();
   if (scaler) {
-    r.scale = scaler->get_scale();
-    scaler->scale(out.loss).backward();
     scaler->unscale_(opt);  // before clipping, so that the norm is the true one
     r.skipped = scaler->found_inf();
-  } else {
-    out.loss.backward();
   }
   if (grad_clip > 0 && !r.skipped) r.grad_norm = optim::clip_grad_norm(model.parameters(), grad_clip).item();
   if (lr) opt.set_lr_all(*lr);
@@ -25,10 +36,12 @@ StepOutcome train_step(nn::GPT& model, optim::Optimizer& opt, const Tensor& x, c
   } else {
     opt.step();
   }
+  if (sync) sync->after_update();
   opt.zero_grad();
   // Read after the update, so that on a GPU the host does not wait for the forward pass before
   // queueing the backward pass and the update.
-  r.loss = out.loss.item();
+  for (const Tensor& loss : losses) r.loss += loss.item();
+  r.loss /= double(slices);
   return r;
 }
 

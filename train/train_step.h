@@ -27,9 +27,29 @@ struct StepOutcome {
   double scale = 1;      // the loss scale this step used (1 without a scaler)
 };
 
+// What a data parallel run adds to a step (train/dist/data_parallel.h), at the three points where
+// it must happen; a single process has none.
+class StepSync {
+ public:
+  virtual ~StepSync() = default;
+  // Before loss.backward(): gradients may be reduced across processes as they become final.
+  virtual void before_backward() = 0;
+  // After loss.backward() and before anything reads a gradient (the scaler, the clipping): every
+  // gradient is the mean over the processes.
+  virtual void after_backward() = 0;
+  // After the update (taken or skipped): every process holds the same updated parameters.
+  virtual void after_update() = 0;
+};
+
 // `lr`: the LR every group takes for this step (a schedule's); none keeps the groups' own.
-// `scaler`: the loss scaler of an fp16 run, or null.
+// `scaler`: the loss scaler of an fp16 run, or null. `sync`: a data parallel run's, or null.
+// `slices`: the batch's rows are cut into this many equal slices, each run forward and backward on
+// its own, their gradients summed in slice order (autograd's accumulation) and the loss reported
+// as the mean of the slices' losses; the sync scales the summed gradients (see
+// train/dist/data_parallel.h). It is how one process reproduces the reduction order of a data
+// parallel run bitwise (docs/design.md, "Data parallelism").
 StepOutcome train_step(nn::GPT& model, optim::Optimizer& opt, const Tensor& x, const Tensor& y, double grad_clip,
-                       std::optional<double> lr = std::nullopt, optim::GradScaler* scaler = nullptr);
+                       std::optional<double> lr = std::nullopt, optim::GradScaler* scaler = nullptr,
+                       StepSync* sync = nullptr, int64_t slices = 1);
 
 }  // namespace lathe::app

@@ -5,8 +5,10 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 #include "core/autograd.h"
+#include "core/device_collectives.h"
 #include "core/ops.h"
 #include "nn/sampling.h"
 #include "serialize/atomic_file.h"
@@ -17,6 +19,7 @@
 #include "train/run_checkpoints.h"
 #include "train/system_info.h"
 #include "train/tokenizer.h"
+#include "train/dist/agreement.h"
 #include "train/train_step.h"
 #include "train/weights_file.h"
 
@@ -97,10 +100,15 @@ uint64_t derive_seed(uint64_t seed, uint64_t stream) {
   return z ^ (z >> 31);
 }
 
-Trainer::Trainer(TrainOptions options) : Trainer(std::move(options), nullptr, nullptr) {}
+Trainer::Trainer(TrainOptions options, dist::Communicator* comm) : Trainer(std::move(options), nullptr, nullptr, comm) {}
 
-Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resume, const ProgramState* program)
-    : options_(std::move(options)) {
+Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resume, const ProgramState* program,
+                 dist::Communicator* comm)
+    : options_(std::move(options)), comm_(comm) {
+  if (!comm_) {
+    own_comm_ = std::make_unique<dist::SingleProcessCommunicator>();
+    comm_ = own_comm_.get();
+  }
   validate(options_);
   if (resume) {
     // The model is the checkpoint's, whatever --config names today (a JSON file may have changed).
@@ -138,6 +146,19 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
   LATHE_CHECK(cfg.vocab_size >= ids, config_what, ": vocab_size ", cfg.vocab_size, " is smaller than the ",
               token_data_ ? "tokenizer's " : "byte vocabulary (", ids, token_data_ ? " ids" : ")");
   batch_ = options_.batch > 0 ? options_.batch : state_.model_choice.default_batch;
+  const int world = comm_->size();
+  LATHE_CHECK(batch_ % world == 0, "--batch ", batch_, " (the global batch: sequences per step over all processes) is not "
+              "divisible by the ", world, " processes of the run; each process trains an equal slice of it");
+  const int64_t slices = options_.grad_slices > 0 ? options_.grad_slices : world;
+  LATHE_CHECK(slices % world == 0, "--grad-slices ", slices, " is not divisible by the ", world,
+              " processes of the run; each process runs an equal number of slices");
+  LATHE_CHECK(batch_ % slices == 0, "--batch ", batch_, " is not divisible by --grad-slices ", slices);
+  slices_per_rank_ = slices / world;
+  LATHE_CHECK(world == 1 || device_.is_cpu() || has_device_collectives(device_.type), "--device ", options_.device,
+              ": data parallel training across ", world, " processes needs collectives for that device; this lathe has "
+              "them for cpu (MPI)", device_.type == DeviceType::cuda ? " and not for cuda (build it where NCCL is found)" : "");
+  // `--device cuda` under mpirun: each process of a machine takes its own GPU.
+  if (world > 1 && device_.type == DeviceType::cuda && options_.device == "cuda") device_ = Device::cuda(dist::local_rank());
 
   state_.model = std::make_unique<nn::GPT>(cfg, derive_seed(options_.seed, kWeights), device_);
   state_.model->train(true);
@@ -149,7 +170,25 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
     so.growth_interval = options_.scale_growth_interval;
     state_.scaler = std::make_unique<optim::GradScaler>(so);
   }
+  // Frozen before the optimizer exists: it tracks them, but they never get a gradient or state.
+  if (!options_.freeze.empty()) {
+    const std::regex pattern = freeze_pattern(options_.freeze);
+    std::string names;
+    for (auto& [name, p] : state_.model->named_parameters()) {
+      names += (names.empty() ? "" : ", ") + name;
+      if (!std::regex_search(name, pattern)) continue;
+      p.requires_grad_(false);
+      frozen_.push_back(name);
+    }
+    LATHE_CHECK(!frozen_.empty(), "--freeze \"", options_.freeze, "\" matches no parameter of the model (", names, ")");
+    LATHE_CHECK(frozen_.size() < state_.model->named_parameters().size(), "--freeze \"", options_.freeze,
+                "\" matches every parameter of the model: nothing would train");
+  }
   state_.optimizer = make_run_optimizer(options_, *state_.model, device_);
+  if (world > 1 || options_.zero == 1 || slices_per_rank_ > 1) {
+    dp_ = std::make_unique<dist::DataParallel>(*comm_, *state_.optimizer, options_.zero == 1);
+    dp_->set_slices_per_rank(slices_per_rank_);
+  }
   // nanoGPT's schedule with lr_decay_iters = max_iters; warm-up shorter than the run.
   const int64_t warmup = std::min(options_.warmup, options_.steps - 1);
   state_.schedule = std::make_unique<optim::WarmupCosineLr>(options_.lr, warmup, options_.steps,
@@ -176,6 +215,8 @@ void Trainer::restore(const serialize::TrainingCheckpoint& ckpt, const ProgramSt
     // The scaler's state (scale, growth tracker) comes back with the rest; a checkpoint of another
     // precision never gets here (--precision is one of the settings a resume keeps).
     ckpt.restore(*state_.model, *state_.optimizer, state_.scaler.get());
+    // ZeRO-1: every rank read the whole state; each keeps its shard.
+    state_.optimizer->release_unowned_state();
     state_.data_gen.set_state(program.data_generator.seed, program.data_generator.offset);
     state_.model->dropout_generator().set_state(program.dropout_generator.seed, program.dropout_generator.offset);
     last_val_loss_ = program.last_val_loss;
@@ -191,19 +232,31 @@ void Trainer::restore(const serialize::TrainingCheckpoint& ckpt, const ProgramSt
   resumed_ = true;
 }
 
+Batch Trainer::local_slice(const Batch& b) const {
+  if (comm_->size() == 1) return b;
+  const int64_t rows = b.x.shape()[0] / comm_->size();
+  const int64_t first = rows * comm_->rank();
+  return {b.x.narrow(0, first, rows).contiguous(), b.y.narrow(0, first, rows).contiguous()};
+}
+
 StepResult Trainer::train_step() {
   const auto t0 = Clock::now();
   StepResult r;
-  Batch b = data_->sample(Split::train, batch_, state_.data_gen, device_);
+  // The global batch is drawn as in one process (so the data does not depend on the world size);
+  // this rank trains its slice.
+  const Batch b = local_slice(data_->sample(Split::train, batch_, state_.data_gen, device_));
   r.lr = state_.schedule->lr(state_.step);
-  const StepOutcome o =
-      app::train_step(*state_.model, *state_.optimizer, b.x, b.y, options_.grad_clip, r.lr, state_.scaler.get());
-  r.loss = o.loss;
+  const StepOutcome o = app::train_step(*state_.model, *state_.optimizer, b.x, b.y, options_.grad_clip, r.lr,
+                                        state_.scaler.get(), dp_.get(), slices_per_rank_);
+  r.loss = dp_ ? dp_->mean_over_ranks(o.loss) : o.loss;
   r.grad_norm = o.grad_norm;
   r.skipped = o.skipped;
   r.scale = o.scale;
-  LATHE_CHECK(std::isfinite(r.loss), "training diverged: the loss is ", r.loss, " at step ", state_.step + 1,
-              " (lr ", r.lr, "); try a lower --lr or a --grad-clip");
+  // The loss is the same on every rank, so every rank stops here with the same error.
+  if (!std::isfinite(r.loss))
+    throw dist::CollectiveError(detail::cat("training diverged: the loss is ", r.loss, " at step ", state_.step + 1,
+                                            " (lr ", r.lr, "); try a lower --lr or a --grad-clip"),
+                                1, comm_->rank() == 0);
   ++state_.step;
   r.seconds = seconds_since(t0);
   return r;
@@ -215,12 +268,23 @@ double Trainer::evaluate(Split split) {
   const bool was_training = model.is_training();
   model.train(false);
   Generator gen(derive_seed(options_.seed, kEvaluation), 0);
-  double total = 0;
+  // Summed per slice, then over slices and ranks, in the order a step reduces (--grad-slices), so
+  // that one process with S slices measures what S processes measure.
+  std::vector<double> totals(size_t(slices_per_rank_), 0.0);
   for (int64_t i = 0; i < options_.eval_iters; ++i) {
-    Batch b = data_->sample(split, batch_, gen, device_);
-    total += model.forward(b.x, b.y).loss.item();
+    const Batch b = local_slice(data_->sample(split, batch_, gen, device_));
+    const int64_t rows = b.x.shape()[0] / slices_per_rank_;
+    for (int64_t k = 0; k < slices_per_rank_; ++k) {
+      const Tensor x = slices_per_rank_ == 1 ? b.x : b.x.narrow(0, k * rows, rows).contiguous();
+      const Tensor y = slices_per_rank_ == 1 ? b.y : b.y.narrow(0, k * rows, rows).contiguous();
+      totals[size_t(k)] += model.forward(x, y).loss.item();
+    }
   }
   model.train(was_training);
+  double total = 0;
+  for (double t : totals) total += t;
+  total /= double(slices_per_rank_);
+  if (dp_) total = dp_->mean_over_ranks(total);
   const double mean = total / double(options_.eval_iters);
   if (split == Split::val) last_val_loss_ = mean;
   return mean;
@@ -250,6 +314,19 @@ void Trainer::save_weights(const std::string& path) const {
 }
 
 void Trainer::save_checkpoint(const std::string& path) const {
+  if (dp_) {
+    // Every rank: the replicas must agree before rank 0 writes for all of them, and ZeRO-1's
+    // shards come to rank 0, which writes one file as a single process would (docs/design.md).
+    dp_->check_replicas_agree(state_.step);
+    dp_->gather_state_to_root();
+    if (comm_->rank() != 0) return;
+  }
+  struct Release {  // rank 0 drops the gathered shards again, written or not
+    dist::DataParallel* dp;
+    ~Release() {
+      if (dp) dp->release_gathered_state();
+    }
+  } release{dp_.get()};
   check_finite_state(/*with_optimizer=*/true);
   serialize::TrainingStateRef ref;
   ref.model = state_.model.get();
@@ -297,33 +374,41 @@ double Trainer::bits_per_byte(double val_loss) const {
 TrainSummary Trainer::run(std::FILE* log) {
   const auto run_start = Clock::now();
   const TrainOptions& o = options_;
+  // Rank 0 alone writes the run directory and prints; the other ranks train beside it.
+  const bool writer = comm_->rank() == 0;
   auto say = [&](const char* fmt, auto... args) {
-    if (o.quiet || log == nullptr) return;
+    if (o.quiet || log == nullptr || !writer) return;
     std::fprintf(log, fmt, args...);
     std::fflush(log);
   };
-  std::error_code ec;
-  std::filesystem::create_directories(o.out, ec);
-  LATHE_CHECK(!ec, "--out ", o.out, ": cannot create the directory: ", ec.message());
   const std::string dir = std::filesystem::path(o.out).string();
-  const RunLock lock(dir);  // held until run() returns: no second run writes this directory
+  std::optional<RunLock> lock;  // held until run() returns: no second run writes this directory
   LossCurves curves;
   int64_t skipped_steps = 0;  // fp16: updates the scaler skipped, over the whole run
-  if (resumed_) {
-    // The metrics first: a bad line fails the resume before any checkpoint is moved.
-    skipped_steps = restore_metrics(dir + "/metrics.jsonl", state_.step, curves);
-    const std::string aside = move_aside_superseded(dir, state_.step, resumed_from_);
-    if (!aside.empty())
-      std::fprintf(stderr, "lathe: moved the checkpoints of %s that a run resumed at step %lld does not continue into %s\n",
-                   dir.c_str(), (long long)state_.step, aside.c_str());
-    if (state_.step == o.steps) return finish_complete_run(dir, log);
-  } else {
-    // A fresh run would interleave its checkpoints with another run's and prune them.
-    const auto existing = list_checkpoints(dir);
-    LATHE_CHECK(existing.empty(), "--out ", dir, " already holds checkpoints of a run (newest ", existing.back().second,
-                "); continue it with --resume ", dir, ", or choose another --out");
-  }
-  MetricsLog metrics(dir + "/metrics.jsonl", /*append=*/resumed_);
+  // The directory's checks are rank 0's, and every rank stops with its error (printed once).
+  dist::on_every_rank(*comm_, [&] {
+    if (!writer) return;
+    std::error_code ec;
+    std::filesystem::create_directories(o.out, ec);
+    LATHE_CHECK(!ec, "--out ", o.out, ": cannot create the directory: ", ec.message());
+    lock.emplace(dir);
+    if (resumed_) {
+      // The metrics first: a bad line fails the resume before any checkpoint is moved.
+      skipped_steps = restore_metrics(dir + "/metrics.jsonl", state_.step, curves);
+      const std::string aside = move_aside_superseded(dir, state_.step, resumed_from_);
+      if (!aside.empty())
+        std::fprintf(stderr, "lathe: moved the checkpoints of %s that a run resumed at step %lld does not continue into %s\n",
+                     dir.c_str(), (long long)state_.step, aside.c_str());
+    } else {
+      // A fresh run would interleave its checkpoints with another run's and prune them.
+      const auto existing = list_checkpoints(dir);
+      LATHE_CHECK(existing.empty(), "--out ", dir, " already holds checkpoints of a run (newest ", existing.back().second,
+                  "); continue it with --resume ", dir, ", or choose another --out");
+    }
+  });
+  if (resumed_ && state_.step == o.steps) return finish_complete_run(dir, log);
+  std::optional<MetricsLog> metrics;
+  if (writer) metrics.emplace(dir + "/metrics.jsonl", /*append=*/resumed_);
   const std::filesystem::path data_path = std::filesystem::path(o.data).lexically_normal();
   const std::string data_name =
       (data_path.has_filename() ? data_path : data_path.parent_path()).filename().string();
@@ -336,6 +421,15 @@ TrainSummary Trainer::run(std::FILE* log) {
       state_.model_choice.name.c_str(), (long long)cfg.n_layer, (long long)cfg.n_head, (long long)cfg.n_embd,
       (long long)cfg.block_size, double(state_.model->num_params()) / 1e6, device_.str().c_str());
   if (resumed_) say("resuming at step %lld of %lld\n", (long long)state_.step, (long long)o.steps);
+  if (dp_ && comm_->size() > 1)
+    say("data parallel: %s, global batch %lld (%lld per process), gradients all-reduced in %lld bucket%s%s\n",
+        comm_->describe().c_str(), (long long)batch_, (long long)(batch_ / comm_->size()), (long long)dp_->buckets(),
+        dp_->buckets() == 1 ? "" : "s", dp_->zero() ? "; optimizer state sharded (ZeRO-1)" : "");
+  if (!frozen_.empty()) {
+    std::string names;
+    for (const std::string& n : frozen_) names += (names.empty() ? "" : ", ") + n;
+    say("frozen (--freeze %s): %s\n", o.freeze.c_str(), names.c_str());
+  }
   say("training %lld steps of %lld x %lld tokens with %s%s (lr %g -> %g, warmup %lld, weight decay %g, clip %g), "
       "%d thread%s%s\n",
       (long long)o.steps, (long long)batch_, (long long)cfg.block_size, o.optimizer.c_str(),
@@ -364,6 +458,18 @@ TrainSummary Trainer::run(std::FILE* log) {
     threads_->update();
     const StepResult r = train_step();
     const int64_t step = state_.step;
+    if (dp_ && step == first_step + 1) {
+      // After the first update every rank holds all of its state: each one's share, once.
+      const std::vector<size_t> bytes = dp_->state_bytes_per_rank();
+      std::string list;
+      size_t total = 0;
+      for (size_t b : bytes) {
+        list += (list.empty() ? "" : ", ") + format_bytes(b);
+        total += b;
+      }
+      say("optimizer state per process: %s (%s)\n", list.c_str(),
+          dp_->zero() ? ("ZeRO-1: sharded, " + format_bytes(total) + " in all").c_str() : "each a full copy");
+    }
     train_seconds += r.seconds;
     ++steps_since_print;
     seconds_since_print += r.seconds;
@@ -408,19 +514,22 @@ TrainSummary Trainer::run(std::FILE* log) {
       summary.final_val_bpb = bpb;
       say("step %lld: val loss %.4f nats/token, %.4f bits/byte (%lld batches, %.1f s)\n", (long long)step, val, bpb,
           (long long)o.eval_iters, seconds_since(t0));
-      write_loss_svg(dir + "/loss.svg", curves);
+      if (writer) write_loss_svg(dir + "/loss.svg", curves);
     }
-    metrics.write(rec);
+    if (dp_) rec["comm_seconds"] = dp_->comm_seconds();
+    if (writer) metrics->write(rec);
     if (last || (o.ckpt_interval > 0 && step % o.ckpt_interval == 0)) {
       // The new checkpoint is durable before any older one goes; neither it nor the one this run
       // resumed from is ever pruned (train/run_checkpoints.h).
       const std::string ckpt = checkpoint_path(dir, step);
-      save_checkpoint(ckpt);
-      prune_checkpoints(dir, o.keep_last, {ckpt, resumed_from_});
-      save_weights(dir + "/model.safetensors");
+      save_checkpoint(ckpt);  // every rank: ZeRO-1 gathers the state to rank 0, which writes
+      if (writer) {
+        prune_checkpoints(dir, o.keep_last, {ckpt, resumed_from_});
+        save_weights(dir + "/model.safetensors");
+      }
     }
   }
-  write_loss_svg(dir + "/loss.svg", curves);
+  if (writer) write_loss_svg(dir + "/loss.svg", curves);
 
   summary.skipped_steps = skipped_steps;
   summary.steps = state_.step;
@@ -435,7 +544,10 @@ TrainSummary Trainer::run(std::FILE* log) {
         (long long)skipped_steps, (long long)summary.steps, state_.scaler->get_scale());
   say("wrote %s, %s/model.safetensors, %s/metrics.jsonl, %s/loss.svg\n", checkpoint_path(dir, state_.step).c_str(),
       dir.c_str(), dir.c_str(), dir.c_str());
-  if (o.sample_tokens > 0) {
+  if (dp_ && comm_->size() > 1)
+    say("communication: %.1f s of %s in collectives (%.1f%% of the training steps)\n", dp_->comm_seconds(),
+        format_duration(train_seconds).c_str(), train_seconds > 0 ? 100.0 * dp_->comm_seconds() / train_seconds : 0.0);
+  if (o.sample_tokens > 0 && writer) {
     const std::string text = sample("\n", o.sample_tokens);
     say("---- sample (%lld tokens, temperature 0.8) ----%s\n", (long long)o.sample_tokens, text.c_str());
   }
@@ -448,9 +560,12 @@ TrainSummary Trainer::finish_complete_run(const std::string& dir, std::FILE* log
   // died before writing it, or written it from a later state), and killed writers' temporary
   // files are removed.
   const auto t0 = Clock::now();
-  save_weights(dir + "/model.safetensors");
-  prune_checkpoints(dir, options_.keep_last, {resumed_from_});
-  if (!options_.quiet && log != nullptr) {
+  const bool writer = comm_->rank() == 0;
+  if (writer) {
+    save_weights(dir + "/model.safetensors");
+    prune_checkpoints(dir, options_.keep_last, {resumed_from_});
+  }
+  if (!options_.quiet && log != nullptr && writer) {
     std::fprintf(log, "the run is complete: %s is at step %lld of %lld; nothing to train (rewrote %s/model.safetensors)\n",
                  resumed_from_.c_str(), (long long)state_.step, (long long)options_.steps, dir.c_str());
     std::fflush(log);

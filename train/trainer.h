@@ -30,6 +30,8 @@
 #include "optim/schedule.h"
 #include "serialize/checkpoint.h"
 #include "train/data.h"
+#include "train/dist/communicator.h"
+#include "train/dist/data_parallel.h"
 #include "train/model_config.h"
 #include "train/program_state.h"
 #include "train/thread_governor.h"
@@ -80,7 +82,12 @@ class Trainer {
  public:
   // Opens the corpus, builds the model on the device and the optimizer with nanoGPT's param
   // groups (train/nanogpt_groups.h). Throws lathe::Error naming what is wrong.
-  explicit Trainer(TrainOptions options);
+  //
+  // `comm`: the processes of a data parallel run (train/dist/); null: this process alone. Each
+  // rank builds the same model and optimizer; --batch stays the global batch, whose windows are
+  // drawn as in one process and of which rank r trains slice r. Only rank 0 writes files and
+  // prints. The communicator must outlive the trainer.
+  explicit Trainer(TrainOptions options, dist::Communicator* comm = nullptr);
 
   // The one way to continue a run (`lathe train --resume`; see train/resume.cpp): opens
   // `dir_or_file` (a checkpoint file, or the newest checkpoint of a run directory), takes the
@@ -90,8 +97,9 @@ class Trainer {
   // and restores the whole state onto the device. Any other key given with a value other than the
   // checkpoint's is a ResumeSettingsError naming it (a resumed run is the same run); a damaged or
   // unfitting checkpoint is a lathe::Error naming the file.
+  // Every rank of a data parallel run reads the one checkpoint, whatever the world size that wrote it.
   static Trainer resume(const std::string& dir_or_file, const TrainOptions& given,
-                        const std::vector<std::string>& given_keys);
+                        const std::vector<std::string>& given_keys, dist::Communicator* comm = nullptr);
 
   TrainState& state() { return state_; }
   const TrainOptions& options() const { return options_; }
@@ -100,15 +108,21 @@ class Trainer {
   const BpeTokenizer* tokenizer() const { return token_data_ ? &token_data_->tokenizer() : nullptr; }
   // A validation loss in nats per token as bits per byte of the validation text.
   double bits_per_byte(double val_loss) const;
-  int64_t batch_size() const { return batch_; }
+  int64_t batch_size() const { return batch_; }  // the global batch
   Device device() const { return device_; }
+  dist::Communicator& communicator() const { return *comm_; }
+  // The data parallel driver; null in a single process without --zero.
+  dist::DataParallel* data_parallel() const { return dp_.get(); }
+  // The parameters --freeze froze, by name.
+  const std::vector<std::string>& frozen() const { return frozen_; }
 
   StepResult train_step();
   // Mean loss over eval_iters batches of the split (no gradients, eval mode).
   double evaluate(Split split);
   // model.safetensors with the config, step and last validation loss in its metadata.
   void save_weights(const std::string& path) const;
-  // The whole training state (serialize/checkpoint.h), atomically.
+  // The whole training state (serialize/checkpoint.h), atomically. In a data parallel run every
+  // rank calls it (ZeRO-1 gathers the sharded state to rank 0) and only rank 0 writes.
   void save_checkpoint(const std::string& path) const;
   // Both saves first check that every parameter (and, for a checkpoint, every optimizer state
   // tensor) is finite: an update can turn the weights into NaN while the loss that preceded it was
@@ -132,10 +146,18 @@ class Trainer {
 
  private:
   // The constructor of both: a fresh run when `resume` is null, else the checkpoint's run.
-  Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resume, const ProgramState* program);
+  Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resume, const ProgramState* program,
+          dist::Communicator* comm);
   void restore(const serialize::TrainingCheckpoint& ckpt, const ProgramState& program);
+  // This rank's rows of a global batch.
+  Batch local_slice(const Batch& b) const;
 
   TrainOptions options_;
+  std::unique_ptr<dist::Communicator> own_comm_;  // a single process's, when none was given
+  dist::Communicator* comm_ = nullptr;
+  std::unique_ptr<dist::DataParallel> dp_;
+  int64_t slices_per_rank_ = 1;  // train_step's slices (--grad-slices / world size)
+  std::vector<std::string> frozen_;
   std::unique_ptr<ThreadGovernor> threads_;  // the CPU threads, between steps
   Device device_;
   int64_t batch_ = 0;

@@ -3,6 +3,7 @@
 
 #include "core/device.h"
 #include "examples/cli/commands.h"
+#include "train/dist/communicator.h"
 #include "train/system_info.h"
 
 namespace lathe::cli {
@@ -20,6 +21,7 @@ nlohmann::json info_json() {
   j["eigen"] = app::eigen_version();
   j["cuda_compiled"] = app::cuda_compiled_in();
   j["cuda_devices"] = app::cuda_device_count();
+  j["mpi"] = dist::mpi_available();  // data parallel training across processes (mpirun)
   std::vector<std::string> devices{"cpu"};
   for (int i = 0; i < kSimDeviceCount; ++i) devices.push_back(Device::sim(i).str());
   for (int i = 0; i < app::cuda_device_count(); ++i) devices.push_back(Device::cuda(i).str());
@@ -49,6 +51,9 @@ void print_info(bool as_json) {
     std::printf("  CUDA              : compiled in, %d GPU%s present%s\n", n, n == 1 ? "" : "s",
                 n == 0 ? " (cuda devices unavailable)" : "");
   }
+  std::printf("  MPI               : %s\n", dist::mpi_available()
+                                               ? "compiled in (mpirun -np N lathe train ... trains one run in N processes)"
+                                               : "not compiled in (install libopenmpi-dev and reconfigure)");
   std::printf("  devices           : %s\n", devices.c_str());
 }
 

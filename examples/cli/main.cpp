@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "examples/cli/commands.h"
+#include "train/dist/agreement.h"
 
 namespace {
 
@@ -90,6 +91,10 @@ int main(int argc, char** argv) {
   } catch (const lathe::cli::NegativeVerdict&) {
     finish();
     return 1;
+  } catch (const lathe::dist::CollectiveError& e) {
+    // Every process of a data parallel run raised it: rank 0 says it for all of them.
+    if (e.print_here) std::fprintf(stderr, "lathe: %s\n", e.what());
+    return e.exit_code;
   } catch (const lathe::cli::UsageError& e) {
     std::fprintf(stderr, "lathe: %s\n", e.what());
     return 2;

@@ -4,44 +4,76 @@
 #include "examples/cli/commands.h"
 #include <algorithm>
 #include <charconv>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <system_error>
 
+#include "train/dist/agreement.h"
+#include "train/dist/communicator.h"
 #include "train/trainer.h"
 
 namespace lathe::cli {
 
 namespace {
 
+// Exit status 2 for the user's mistakes in the command line, 1 for everything else.
+int exit_code_of(const std::exception& e) {
+  return dynamic_cast<const UsageError*>(&e) || dynamic_cast<const app::ResumeSettingsError*>(&e) ? 2 : 1;
+}
+
+// Under `mpirun -np N` every process runs this with its own communicator (train/dist/). Starting
+// is agreed: when any rank cannot build its trainer, or the ranks were given different options or
+// data, every rank stops with one error that rank 0 prints. During the run an error that every
+// rank meets alike (a diverged loss) is printed once too; an error of one rank alone (a write that
+// failed) names the rank and ends the whole run, so that no rank waits forever for it.
+void train_on_every_rank(const std::function<app::Trainer(dist::Communicator*)>& make) {
+  const std::unique_ptr<dist::Communicator> comm = dist::make_communicator();
+  std::optional<app::Trainer> trainer;
+  dist::on_every_rank(*comm, [&] { trainer.emplace(make(comm.get())); }, exit_code_of);
+  dist::check_same_run(*comm, app::to_json(trainer->options()), dist::data_fingerprint(trainer->data()));
+  try {
+    trainer->run(stdout);
+  } catch (const dist::CollectiveError&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (comm->size() == 1) throw;
+    std::fprintf(stderr, "lathe: rank %d of %d: %s\n", comm->rank(), comm->size(), e.what());
+    std::fflush(stderr);
+    comm->abort(exit_code_of(e));
+  }
+}
+
 // Option values out of range are usage errors (exit 2); everything after, such as a missing
 // corpus, is a runtime error (exit 1).
 void run_train(app::TrainOptions o) {
-  try {
-    app::validate(o);
-    const app::ModelChoice model = app::resolve_model_config(o.config);
-    // A model that cannot fit is the user's choice of sizes, refused before the corpus is read.
-    if (Device::parse(o.device).type != DeviceType::cuda) {
-      app::check_model_fits_memory(model.config, "--config " + o.config);
-      const int64_t batch = o.batch > 0 ? o.batch : model.default_batch;
-      app::check_batch_fits_memory(model.config, batch, "--batch " + std::to_string(batch));
+  train_on_every_rank([&](dist::Communicator* comm) {
+    try {
+      app::validate(o);
+      const app::ModelChoice model = app::resolve_model_config(o.config);
+      // A model that cannot fit is the user's choice of sizes, refused before the corpus is read.
+      if (Device::parse(o.device).type != DeviceType::cuda) {
+        app::check_model_fits_memory(model.config, "--config " + o.config);
+        const int64_t batch = o.batch > 0 ? o.batch : model.default_batch;
+        app::check_batch_fits_memory(model.config, batch, "--batch " + std::to_string(batch));
+      }
+    } catch (const Error& e) {
+      throw UsageError(e.what());
     }
-  } catch (const Error& e) {
-    throw UsageError(e.what());
-  }
-  app::Trainer trainer(std::move(o));
-  trainer.run(stdout);
+    return app::Trainer(std::move(o), comm);
+  });
 }
 
 // --resume: the checkpoint's run, with the run-management flags the user gave on top
-// (app::Trainer::resume). Flags that contradict the checkpoint are usage errors.
+// (app::Trainer::resume), at any world size. Flags that contradict the checkpoint are usage errors.
 void run_resume(const app::TrainOptions& given, const std::vector<std::string>& given_keys) {
-  std::optional<app::Trainer> trainer;
-  try {
-    trainer.emplace(app::Trainer::resume(given.resume, given, given_keys));
-  } catch (const app::ResumeSettingsError& e) {
-    throw UsageError(e.what());
-  }
-  trainer->run(stdout);
+  train_on_every_rank([&](dist::Communicator* comm) {
+    try {
+      return app::Trainer::resume(given.resume, given, given_keys, comm);
+    } catch (const app::ResumeSettingsError& e) {
+      throw UsageError(e.what());
+    }
+  });
 }
 
 // CLI11 turns an integer beyond its type's range into the type's limit: --steps
@@ -81,7 +113,8 @@ void add_train_command(CLI::App& app) {
       "OUT/model.safetensors (weights + config; see `lathe sample`). Examples:\n"
       "  lathe train --config tiny --steps 600 --lr 3e-3 --out runs/tiny\n"
       "  lathe train --config tiny --precision bf16 --out runs/tiny-bf16\n"
-      "  lathe train --resume runs/tiny --steps 1000     (continue the same run)");
+      "  lathe train --resume runs/tiny --steps 1000     (continue the same run)\n"
+      "  mpirun -np 2 lathe train --config tiny --threads 1 --out runs/tiny-dp   (data parallel; --batch is global)");
   auto o = std::make_shared<app::TrainOptions>();
   cmd->add_option("--data", o->data, "text file or directory (read recursively, sorted by path), or a directory of token shards")
       ->capture_default_str();
@@ -132,6 +165,18 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str()
       ->check(in_i64);
   cmd->add_flag("--quiet", o->quiet, "no progress lines");
+  cmd->add_option("--zero", o->zero,
+                  "under mpirun: 1 shards the optimizer state over the processes (ZeRO-1), 0 keeps a whole copy in each")
+      ->capture_default_str()
+      ->check(integer_in_range<int>());
+  cmd->add_option("--grad-slices", o->grad_slices,
+                  "cut the global batch into this many slices whose gradients are summed in a fixed order, each "
+                  "process running an equal share (default: one per process); one process with --grad-slices 2 "
+                  "reproduces mpirun -np 2 bitwise")
+      ->check(in_i64);
+  cmd->add_option("--freeze", o->freeze,
+                  "train with the parameters whose names match this regular expression frozen (no gradient, no "
+                  "optimizer state), e.g. 'wte' or '^transformer\\.h\\.0\\.'");
   cmd->callback([o, lr, cmd] {
     check_explicit_values(*cmd, *o);
     if (!o->resume.empty()) {

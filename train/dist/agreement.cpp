@@ -1,0 +1,81 @@
+#include "train/dist/agreement.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "serialize/checksum.h"
+#include "train/token_dataset.h"
+
+namespace lathe::dist {
+
+void on_every_rank(Communicator& comm, const std::function<void()>& fn,
+                   const std::function<int(const std::exception&)>& exit_code_of) {
+  // "" when this rank succeeded, else "<exit code> <message>".
+  std::string mine;
+  try {
+    fn();
+  } catch (const CollectiveError& e) {
+    mine = std::to_string(e.exit_code) + " " + e.what();
+  } catch (const std::exception& e) {
+    mine = std::to_string(exit_code_of ? exit_code_of(e) : 1) + " " + e.what();
+  }
+  const std::vector<std::string> all = comm.all_gather(mine);
+  const auto failed = std::find_if(all.begin(), all.end(), [](const std::string& s) { return !s.empty(); });
+  if (failed == all.end()) return;
+  const size_t space = failed->find(' ');
+  const int exit_code = std::stoi(failed->substr(0, space));
+  std::string message = failed->substr(space + 1);
+  const bool everywhere = std::all_of(all.begin(), all.end(), [&](const std::string& s) { return s == *failed; });
+  if (!everywhere) message = "rank " + std::to_string(failed - all.begin()) + " of " + std::to_string(all.size()) + ": " + message;
+  throw CollectiveError(message, exit_code, comm.rank() == 0);
+}
+
+void check_same_run(Communicator& comm, const nlohmann::json& options, const std::string& data) {
+  if (comm.size() == 1) return;
+  const std::vector<std::string> all = comm.all_gather(nlohmann::json{{"options", options}, {"data", data}}.dump());
+  const nlohmann::json first = nlohmann::json::parse(all[0]);
+  for (size_t r = 1; r < all.size(); ++r) {
+    const nlohmann::json other = nlohmann::json::parse(all[r]);
+    std::string what;
+    for (const auto& [key, value] : first["options"].items()) {
+      const auto it = other["options"].find(key);
+      if (it == other["options"].end() || *it != value) {
+        what = "option " + key + " is " + value.dump() + " on rank 0 but " +
+               (it == other["options"].end() ? std::string("absent") : it->dump()) + " on rank " + std::to_string(r);
+        break;
+      }
+    }
+    if (what.empty() && other["options"].size() != first["options"].size())
+      what = "rank " + std::to_string(r) + " has options that rank 0 has not";
+    if (what.empty() && other["data"] != first["data"])
+      what = "the training data differ: rank 0 reads " + first["data"].get<std::string>() + ", rank " +
+             std::to_string(r) + " reads " + other["data"].get<std::string>();
+    if (!what.empty())
+      throw CollectiveError("the " + std::to_string(all.size()) + " processes of the run were not started alike: " + what +
+                                "; every rank must train the same run on the same data",
+                            2, comm.rank() == 0);
+  }
+}
+
+std::string data_fingerprint(const app::Dataset& data) {
+  if (const auto* text = dynamic_cast<const app::TextDataset*>(&data)) {
+    // The checksums of 1 MiB pieces, checksummed in turn: the whole corpus, read once.
+    const app::TextCorpus& corpus = text->corpus();
+    constexpr size_t kPiece = size_t(1) << 20;
+    std::vector<uint8_t> piece(kPiece);
+    std::vector<uint64_t> sums;
+    for (size_t at = 0; at < corpus.size(); at += kPiece) {
+      const size_t n = std::min(kPiece, corpus.size() - at);
+      corpus.read(at, n, piece.data());
+      sums.push_back(serialize::checksum_bytes(piece.data(), n));
+    }
+    const uint64_t sum = serialize::checksum_bytes(sums.data(), sums.size() * sizeof(uint64_t));
+    return "a corpus of " + std::to_string(corpus.size()) + " bytes with checksum " + serialize::checksum_hex(sum);
+  }
+  if (const auto* tokens = dynamic_cast<const app::TokenDataset*>(&data))
+    return "token shards of " + std::to_string(tokens->stream_size()) + " tokens of tokenizer " +
+           tokens->tokenizer().identity().checksum + " (" + tokens->describe() + ")";
+  return data.describe();
+}
+
+}  // namespace lathe::dist
