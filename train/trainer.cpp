@@ -246,8 +246,24 @@ StepResult Trainer::train_step() {
   // this rank trains its slice.
   const Batch b = local_slice(data_->sample(Split::train, batch_, state_.data_gen, device_));
   r.lr = state_.schedule->lr(state_.step);
+  // Dropout across ranks: one process with S slices draws slice j's masks at base + j * d (d: what
+  // one slice's forward draws), so rank r starts at its first slice's place and every rank ends
+  // where that process ends. d is measured once, by a forward without gradients.
+  Generator& dropout = state_.model->dropout_generator();
+  const uint64_t base = dropout.offset();
+  const bool place_dropout = comm_->size() > 1 && state_.model_choice.config.dropout > 0;
+  if (place_dropout) {
+    if (dropout_draws_per_slice_ == 0) {
+      NoGradGuard no_grad;
+      state_.model->forward(b.x.narrow(0, 0, b.x.shape()[0] / slices_per_rank_).contiguous());
+      dropout_draws_per_slice_ = dropout.offset() - base;
+    }
+    dropout.set_state(dropout.seed(), base + uint64_t(comm_->rank() * slices_per_rank_) * dropout_draws_per_slice_);
+  }
   const StepOutcome o = app::train_step(*state_.model, *state_.optimizer, b.x, b.y, options_.grad_clip, r.lr,
                                         state_.scaler.get(), dp_.get(), slices_per_rank_);
+  if (place_dropout)
+    dropout.set_state(dropout.seed(), base + uint64_t(comm_->size() * slices_per_rank_) * dropout_draws_per_slice_);
   r.loss = dp_ ? dp_->mean_over_ranks(o.loss) : o.loss;
   r.grad_norm = o.grad_norm;
   r.skipped = o.skipped;

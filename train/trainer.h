@@ -157,6 +157,7 @@ class Trainer {
   dist::Communicator* comm_ = nullptr;
   std::unique_ptr<dist::DataParallel> dp_;
   int64_t slices_per_rank_ = 1;  // train_step's slices (--grad-slices / world size)
+  uint64_t dropout_draws_per_slice_ = 0;  // data parallel with dropout: measured at the first step
   std::vector<std::string> frozen_;
   std::unique_ptr<ThreadGovernor> threads_;  // the CPU threads, between steps
   Device device_;

@@ -55,8 +55,10 @@ def corpus(tmp):
 
 
 def train(lathe, np, out, data, *extra, timeout=240):
-    """Runs lathe train under mpirun -np NP; returns (exit code, stdout + stderr)."""
-    cmd = [MPIRUN, *MPI_FLAGS, "-np", str(np), lathe, "train", "--config", "tiny", "--data", data,
+    """Runs lathe train (the tiny preset unless `extra` names a --config) under mpirun -np NP; returns
+    (exit code, stdout + stderr)."""
+    config = [] if "--config" in extra else ["--config", "tiny"]
+    cmd = [MPIRUN, *MPI_FLAGS, "-np", str(np), lathe, "train", *config, "--data", data,
            "--threads", "1", "--eval-iters", "2", "--sample-tokens", "0", "--out", out, *extra]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
     return p.returncode, p.stdout
@@ -139,6 +141,17 @@ def scenario_losses(lathe, tmp, data):
     if losses(os.path.join(tmp, "fp16s2")) != losses(os.path.join(tmp, "fp16np2")):
         fail("fp16: -np 2 --zero 1 differs from one process with --grad-slices 2")
     print("fp16 with the loss scaler: -np 2 --zero 1 = one process with --grad-slices 2 bitwise, 8 steps")
+    # Dropout: rank r draws its masks where slice r of one process draws them.
+    config = os.path.join(tmp, "dropout.json")
+    with open(config, "w") as f:
+        json.dump({"vocab_size": 256, "block_size": 32, "n_layer": 2, "n_head": 2, "n_embd": 32, "dropout": 0.2}, f)
+    drop = ["--steps", "8", "--batch", "8", "--config", config]
+    train_ok(lathe, 1, os.path.join(tmp, "drop_s2"), data, *drop, "--grad-slices", "2")
+    train_ok(lathe, 2, os.path.join(tmp, "drop_np2"), data, *drop)
+    if losses(os.path.join(tmp, "drop_s2")) != losses(os.path.join(tmp, "drop_np2")):
+        fail("dropout 0.2: -np 2 differs from one process with --grad-slices 2: %s %s" %
+             (losses(os.path.join(tmp, "drop_s2")), losses(os.path.join(tmp, "drop_np2"))))
+    print("dropout 0.2: -np 2 = one process with --grad-slices 2 bitwise, 8 steps")
     groups = [metadata(ckpt(os.path.join(tmp, d), 50))["optimizer"] for d in ("np1", "np2", "np2z")]
     if any((g["params"], [x["params"] for x in g["groups"]]) != (groups[0]["params"], [x["params"] for x in groups[0]["groups"]])
            for g in groups):
