@@ -561,8 +561,8 @@ TrainSummary Trainer::run(std::FILE* log) {
   say("wrote %s, %s/model.safetensors, %s/metrics.jsonl, %s/loss.svg\n", checkpoint_path(dir, state_.step).c_str(),
       dir.c_str(), dir.c_str(), dir.c_str());
   if (dp_ && comm_->size() > 1)
-    say("communication: %.1f s of %s in collectives (%.1f%% of the training steps)\n", dp_->comm_seconds(),
-        format_duration(train_seconds).c_str(), train_seconds > 0 ? 100.0 * dp_->comm_seconds() / train_seconds : 0.0);
+    say("communication: %.1f s of the training steps' %.1f s in collectives (%.1f%%)\n", dp_->comm_seconds(),
+        train_seconds, train_seconds > 0 ? 100.0 * dp_->comm_seconds() / train_seconds : 0.0);
   if (o.sample_tokens > 0 && writer) {
     const std::string text = sample("\n", o.sample_tokens);
     say("---- sample (%lld tokens, temperature 0.8) ----%s\n", (long long)o.sample_tokens, text.c_str());
