@@ -7,16 +7,19 @@
 
 namespace lathe::app {
 
+Tensor batch_slice(const Tensor& t, int64_t part, int64_t parts) {
+  if (parts == 1) return t;
+  const int64_t rows = t.shape()[0] / parts;
+  return t.narrow(0, part * rows, rows).contiguous();
+}
+
 StepOutcome train_step(nn::GPT& model, optim::Optimizer& opt, const Tensor& x, const Tensor& y, double grad_clip,
                        std::optional<double> lr, optim::GradScaler* scaler, StepSync* sync, int64_t slices) {
   StepOutcome r;
   if (scaler) r.scale = scaler->get_scale();
-  const int64_t rows = x.shape()[0] / slices;
   std::vector<Tensor> losses;
   for (int64_t k = 0; k < slices; ++k) {
-    const Tensor xs = slices == 1 ? x : x.narrow(0, k * rows, rows).contiguous();
-    const Tensor ys = slices == 1 ? y : y.narrow(0, k * rows, rows).contiguous();
-    nn::GPTOutput out = model.forward(xs, ys);
+    nn::GPTOutput out = model.forward(batch_slice(x, k, slices), batch_slice(y, k, slices));
     // Only the last backward pass leaves final gradients for the sync to reduce.
     if (sync && k == slices - 1) sync->before_backward();
     if (scaler) scaler->scale(out.loss).backward();

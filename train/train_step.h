@@ -41,6 +41,11 @@ class StepSync {
   virtual void after_update() = 0;
 };
 
+// Slice `part` of `parts` equal blocks of rows of a batch tensor (the rows divide evenly), as its
+// own contiguous tensor; the whole tensor when parts is 1. A rank's share of the global batch and
+// a step's --grad-slices are both cut with it.
+Tensor batch_slice(const Tensor& t, int64_t part, int64_t parts);
+
 // `lr`: the LR every group takes for this step (a schedule's); none keeps the groups' own.
 // `scaler`: the loss scaler of an fp16 run, or null. `sync`: a data parallel run's, or null.
 // `slices`: the batch's rows are cut into this many equal slices, each run forward and backward on

@@ -233,10 +233,7 @@ void Trainer::restore(const serialize::TrainingCheckpoint& ckpt, const ProgramSt
 }
 
 Batch Trainer::local_slice(const Batch& b) const {
-  if (comm_->size() == 1) return b;
-  const int64_t rows = b.x.shape()[0] / comm_->size();
-  const int64_t first = rows * comm_->rank();
-  return {b.x.narrow(0, first, rows).contiguous(), b.y.narrow(0, first, rows).contiguous()};
+  return {batch_slice(b.x, comm_->rank(), comm_->size()), batch_slice(b.y, comm_->rank(), comm_->size())};
 }
 
 StepResult Trainer::train_step() {
@@ -255,7 +252,7 @@ StepResult Trainer::train_step() {
   if (place_dropout) {
     if (dropout_draws_per_slice_ == 0) {
       NoGradGuard no_grad;
-      state_.model->forward(b.x.narrow(0, 0, b.x.shape()[0] / slices_per_rank_).contiguous());
+      state_.model->forward(batch_slice(b.x, 0, slices_per_rank_));
       dropout_draws_per_slice_ = dropout.offset() - base;
     }
     dropout.set_state(dropout.seed(), base + uint64_t(comm_->rank() * slices_per_rank_) * dropout_draws_per_slice_);
@@ -289,10 +286,8 @@ double Trainer::evaluate(Split split) {
   std::vector<double> totals(size_t(slices_per_rank_), 0.0);
   for (int64_t i = 0; i < options_.eval_iters; ++i) {
     const Batch b = local_slice(data_->sample(split, batch_, gen, device_));
-    const int64_t rows = b.x.shape()[0] / slices_per_rank_;
     for (int64_t k = 0; k < slices_per_rank_; ++k) {
-      const Tensor x = slices_per_rank_ == 1 ? b.x : b.x.narrow(0, k * rows, rows).contiguous();
-      const Tensor y = slices_per_rank_ == 1 ? b.y : b.y.narrow(0, k * rows, rows).contiguous();
+      const Tensor x = batch_slice(b.x, k, slices_per_rank_), y = batch_slice(b.y, k, slices_per_rank_);
       totals[size_t(k)] += model.forward(x, y).loss.item();
     }
   }
