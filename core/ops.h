@@ -78,6 +78,11 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 // [B, H, T, hs]; the fused path's is a view of [B, T, H, hs] storage, so that putting the heads
 // side by side again (transpose(1, 2), then reshape) copies nothing.
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale);
+// The same for q, k and v side by side in one [B, T, 3C] tensor (a qkv projection's output), with
+// n_head heads: returns [B, T, C], the heads side by side. Its gradient is one [B, T, 3C] tensor
+// the backward kernel writes whole, where three head views' gradients would each be scattered
+// into a zeroed [B, T, 3C] tensor and summed.
+Tensor causal_attention_qkv(const Tensor& qkv, int64_t n_head, double scale);
 // weight [V, C], idx i32/i64 any shape -> idx.shape + [C]; ids out of range are an error.
 Tensor embedding(const Tensor& weight, const Tensor& idx);
 // Mean cross-entropy of logits [N, V] (or [..., V]) against targets [N] (or [...]); rows whose

@@ -58,8 +58,8 @@ Tensor CausalSelfAttention::forward(const Tensor& x, KVCache* cache) const {
   const Tensor q_in = p.cast(OpClass::matmul, head_view(0));
   if (!cache && !attn_dropout_active && (q_in.dtype() == DType::f32 || q_in.dtype() == DType::f64) &&
       q_in.dtype() == p.cast(OpClass::softmax, q_in).dtype() && backend_for(x.device()).has_fused_attention()) {
-    Tensor y = causal_attention(q_in, head_view(1), head_view(2), scale);  // [B, H, T, hs] over [B, T, H, hs]
-    return resid_dropout.forward(c_proj.forward(y.transpose(1, 2).reshape({B, T, C})));
+    Tensor y = causal_attention_qkv(p.cast(OpClass::matmul, qkv), H, scale);  // [B, T, C]
+    return resid_dropout.forward(c_proj.forward(y));
   }
 
   // Scaling q (T x hs values) is cheaper than scaling the scores (T x T).

@@ -60,6 +60,29 @@ TEST_CASE("causal_attention: gradcheck in f64, across a query block's end (T = 6
   CHECK(msg.empty());
 }
 
+TEST_CASE("causal_attention_qkv: gradcheck in f64, and the bits of causal_attention on the head views") {
+  const std::string msg = gradcheck([](const std::vector<Tensor>& x) { return causal_attention_qkv(x[0], 2, 0.41); },
+                                    {Tensor::randn({2, 67, 18}, 12, 0, DType::f64).requires_grad_(true)});
+  INFO(msg);
+  CHECK(msg.empty());
+
+  // One [B, T, 3C] gradient written whole must carry exactly the bits of the three head views'
+  // gradients scattered into it.
+  for (int64_t T : {1, 64, 130}) {
+    CAPTURE(T);
+    std::vector<Tensor> a = qkv_views(2, T, 3, 8, DType::f32, 60 + uint64_t(T));
+    const Tensor b = a[0].detach().clone().requires_grad_(true);
+    const Tensor ya = causal_attention(a[1], a[2], a[3], 0.3).transpose(1, 2).reshape({2, T, 24});
+    const Tensor yb = causal_attention_qkv(b, 3, 0.3);
+    CHECK(yb.shape() == Shape{2, T, 24});
+    CHECK(yb.contiguous().to_vector<float>() == ya.contiguous().to_vector<float>());
+    const Tensor g = Tensor::randn(ya.shape(), 78);
+    sum(mul(ya, g)).backward();
+    sum(mul(yb, g)).backward();
+    CHECK(b.grad().to_vector<float>() == a[0].grad().to_vector<float>());
+  }
+}
+
 TEST_CASE("causal_attention: equals attention composed of matmul and softmax, forward and backward") {
   for (DType dtype : {DType::f64, DType::f32}) {
     const double tol = dtype == DType::f64 ? 1e-12 : 2e-5;
@@ -121,6 +144,9 @@ TEST_CASE("causal_attention: bad input names the operand") {
   CHECK(message([&] { causal_attention(q, q.to(DType::f64), q, 1.0); }).find("differ in dtype") != std::string::npos);
   CHECK(message([&] { causal_attention(q.view({2, 4, 8}), q, q, 1.0); }).find("[B, H, T, head_size]") !=
         std::string::npos);
+  CHECK(message([&] { causal_attention_qkv(Tensor::randn({2, 4, 20}, 3), 2, 1.0); })
+            .find("f32[2, 4, 20] on cpu must be [B, T, 3 * n_head * head_size] with n_head = 2") != std::string::npos);
+  CHECK(message([&] { causal_attention_qkv(q, 2, 1.0); }).find("[B, T, 3 * n_head") != std::string::npos);
   const Tensor i = Tensor::zeros({1, 1, 2, 2}, DType::i64);
   CHECK(message([&] { causal_attention(i, i, i, 1.0); }).find("causal_attention") != std::string::npos);
 }

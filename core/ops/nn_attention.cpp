@@ -60,4 +60,33 @@ Tensor causal_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_
   });
 }
 
+Tensor causal_attention_qkv(const Tensor& qkv_in, int64_t n_head, double scale) {
+  check_floating("causal_attention_qkv", qkv_in, "qkv");
+  LATHE_CHECK(qkv_in.dim() == 3 && n_head > 0 && qkv_in.size(2) % (3 * n_head) == 0, "causal_attention_qkv: qkv ",
+              qkv_in.desc(), " must be [B, T, 3 * n_head * head_size] with n_head = ", n_head);
+  const int64_t B = qkv_in.size(0), T = qkv_in.size(1), C = qkv_in.size(2) / 3, H = n_head, hs = C / H;
+  // Part i (0: q, 1: k, 2: v) of a [B, T, 3C] tensor as [B, H, T, hs] head views.
+  auto heads = [=](const Tensor& t, int64_t i) { return t.narrow(2, i * C, C).view({B, T, H, hs}).transpose(1, 2); };
+  Backend& backend = backend_for(qkv_in.device());
+  if (!backend.has_fused_attention() || !(qkv_in.dtype() == DType::f32 || qkv_in.dtype() == DType::f64)) {
+    const Tensor x = qkv_in.contiguous();
+    return causal_attention(heads(x, 0), heads(x, 1), heads(x, 2), scale).transpose(1, 2).reshape({B, T, C});
+  }
+  const Tensor qkv = qkv_in.detach().contiguous();
+  Tensor out = Tensor::empty({B, T, H, hs}, qkv.dtype(), qkv.device()).transpose(1, 2);
+  Tensor lse = Tensor::empty({B, H, T}, qkv.dtype(), qkv.device());
+  if (out.numel() > 0) backend.causal_attention(heads(qkv, 0), heads(qkv, 1), heads(qkv, 2), scale, out, lse);
+
+  Tensor y = out.transpose(1, 2).reshape({B, T, C});
+  return record("causal_attention_qkv", y, {qkv_in}, [=, out = out.detach()](const Tensor& g) {
+    // The kernel writes every element of the three gradients, so they start uninitialised.
+    Tensor gqkv = Tensor::empty(qkv.shape(), qkv.dtype(), qkv.device());
+    const Tensor gout = g.contiguous().view({B, T, H, hs}).transpose(1, 2);
+    if (gqkv.numel() > 0)
+      backend_for(g.device()).causal_attention_backward(heads(qkv, 0), heads(qkv, 1), heads(qkv, 2), out, lse, gout,
+                                                        scale, heads(gqkv, 0), heads(gqkv, 1), heads(gqkv, 2));
+    return std::vector<Tensor>{gqkv};
+  });
+}
+
 }  // namespace lathe
