@@ -1,9 +1,9 @@
 // Causal attention fused on the CPU: softmax(scale q k^T + causal mask) v without a [B, H, T, T]
 // tensor. Each (batch, head) pair is one work item, run on one thread, so the thread count never
 // changes a result. Its queries go in blocks of kQueryBlock rows: a block's scores against the
-// keys it may see (a kQueryBlock x T scratch, in cache) come from one GEMM, are masked and
-// normalised row by row, and multiply V in a second GEMM. The causal mask also skips work: a block
-// multiplies only the keys up to its last query, about half of the T x T products.
+// keys it may see (a kQueryBlock x T scratch, in cache) come from one product, are masked and
+// normalised row by row, and multiply V in a second product. The causal mask also skips work: a
+// block's rows multiply only the keys their queries see, about half of the T x T products.
 //
 // A block's rows are short enough to hold whole, so each row's softmax is computed exactly from its
 // maximum (no running "online" rescaling is needed). The forward keeps each query's log-sum-exp;
@@ -11,11 +11,16 @@
 //
 //   P = exp(S - lse),  dV += P^T dO,  dP = dO V^T,  dS = P * (dP - rowsum(dO * O)),
 //   dQ = scale dS K,   dK += scale dS^T Q
+//
+// f32 products are attention_gemm's (core/cpu/attention_gemm.h), which reads B in unit-stride rows:
+// K and V are transposed once per head for the products that take K^T and V^T. f64 (gradchecks)
+// takes the BLAS GEMM over the whole blocks.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "core/cpu/attention_gemm.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/cpu/gemm.h"
 #include "core/cpu/loops.h"
@@ -25,6 +30,8 @@
 namespace lathe {
 
 namespace {
+
+using cpu::CausalLimit;
 
 constexpr int64_t kQueryBlock = 64;
 
@@ -41,13 +48,29 @@ HeadView<T> head(const Tensor& t, int64_t b, int64_t h) {
   return {static_cast<T*>(t.data_ptr()) + b * s[0] + h * s[1], s[2]};
 }
 
-// Multiply-adds of the causal products of one head: the forward's two products over the visible
-// keys of every query block (the backward's four cost twice that).
-double causal_flops(int64_t T, int64_t hs) {
-  double keys = 0;
-  for (int64_t i0 = 0; i0 < T; i0 += kQueryBlock)
-    keys += double(std::min(kQueryBlock, T - i0)) * double(std::min(T, i0 + kQueryBlock));
-  return 2.0 * 2.0 * keys * double(hs);
+// Multiply-adds of the causal products of one head: the forward's two products over the keys each
+// query sees (the backward's four cost twice that).
+double causal_flops(int64_t T, int64_t hs) { return 2.0 * 2.0 * double(T) * double(T + 1) / 2.0 * double(hs); }
+
+// C[m x n] = alpha A B (+ C), A's (i, k) at a[i * a_rs + k * a_cs], B [k x n] in rows ldb apart.
+template <class T>
+void product(CausalLimit limit, int64_t offset, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t a_rs,
+             int64_t a_cs, const T* b, int64_t ldb, bool accumulate, T* c, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>) {
+    cpu::attention_gemm(limit, offset, m, n, k, alpha, a, a_rs, a_cs, b, ldb, accumulate, c, ldc);
+  } else {
+    // The whole block: the entries a limit would skip are zeros of A or columns nobody reads.
+    const bool a_transposed = a_cs != 1;
+    cpu::gemm<T>(a_transposed, false, m, n, k, alpha, a, a_transposed ? a_cs : a_rs, b, ldb, accumulate ? T(1) : T(0),
+                 c, ldc);
+  }
+}
+
+// out [hs x T] = the head's [T x hs] matrix transposed.
+template <class T>
+void transpose_into(const HeadView<T>& x, int64_t Tn, int64_t hs, T* out) {
+  for (int64_t d = 0; d < hs; ++d)
+    for (int64_t i = 0; i < Tn; ++i) out[d * Tn + i] = x.data[i * x.row_stride + d];
 }
 
 template <class T>
@@ -56,14 +79,15 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, T scal
   const int64_t B = q.size(0), H = q.size(1), Tn = q.size(2), hs = q.size(3);
   T* plse = static_cast<T*>(lse.data_ptr());
   cpu::parallel_for(B * H, 1, [&](int64_t w0, int64_t w1) {
-    std::vector<T> s(size_t(kQueryBlock * Tn));
+    std::vector<T> s(size_t(kQueryBlock * Tn)), kt(size_t(hs * Tn));
     for (int64_t w = w0; w < w1; ++w) {
       const int64_t b = w / H, h = w % H;
       const HeadView<T> Q = head<T>(q, b, h), K = head<T>(k, b, h), V = head<T>(v, b, h), O = head<T>(out, b, h);
+      transpose_into(K, Tn, hs, kt.data());
       for (int64_t i0 = 0; i0 < Tn; i0 += kQueryBlock) {
         const int64_t m = std::min(kQueryBlock, Tn - i0), n = i0 + m;  // n: keys the block's last query sees
-        cpu::gemm<T>(false, true, m, n, hs, scale, Q.data + i0 * Q.row_stride, Q.row_stride, K.data, K.row_stride,
-                     T(0), s.data(), n);
+        product<T>(CausalLimit::cols_to_row, i0, m, n, hs, scale, Q.data + i0 * Q.row_stride, Q.row_stride, 1,
+                   kt.data(), Tn, false, s.data(), n);
         for (int64_t r = 0; r < m; ++r) {
           T* row = s.data() + r * n;
           const int64_t visible = i0 + r + 1;
@@ -74,8 +98,8 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, T scal
           std::fill(row + visible, row + n, T(0));
           plse[w * Tn + i0 + r] = mx + std::log(sum);
         }
-        cpu::gemm<T>(false, false, m, hs, n, T(1), s.data(), n, V.data, V.row_stride, T(0),
-                     O.data + i0 * O.row_stride, O.row_stride);
+        product<T>(CausalLimit::k_to_row, i0, m, hs, n, T(1), s.data(), n, 1, V.data, V.row_stride, false,
+                   O.data + i0 * O.row_stride, O.row_stride);
       }
     }
   });
@@ -88,11 +112,14 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   const T* plse = static_cast<const T*>(lse.data_ptr());
   cpu::parallel_for(B * H, 1, [&](int64_t w0, int64_t w1) {
     std::vector<T> p(size_t(kQueryBlock * Tn)), dp(size_t(kQueryBlock * Tn));
+    std::vector<T> kt(size_t(hs * Tn)), vt(size_t(hs * Tn));
     std::vector<T> d(static_cast<size_t>(kQueryBlock));  // rowsum(dO * O) of the block's queries
     for (int64_t w = w0; w < w1; ++w) {
       const int64_t b = w / H, h = w % H;
       const HeadView<T> Q = head<T>(q, b, h), K = head<T>(k, b, h), V = head<T>(v, b, h), O = head<T>(out, b, h);
       const HeadView<T> dO = head<T>(gout, b, h), dQ = head<T>(gq, b, h), dK = head<T>(gk, b, h), dV = head<T>(gv, b, h);
+      transpose_into(K, Tn, hs, kt.data());
+      transpose_into(V, Tn, hs, vt.data());
       for (int64_t i = 0; i < Tn; ++i) {
         std::fill(dK.data + i * dK.row_stride, dK.data + i * dK.row_stride + hs, T(0));
         std::fill(dV.data + i * dV.row_stride, dV.data + i * dV.row_stride + hs, T(0));
@@ -101,7 +128,8 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
         const int64_t m = std::min(kQueryBlock, Tn - i0), n = i0 + m;
         const T* q_blk = Q.data + i0 * Q.row_stride;
         const T* do_blk = dO.data + i0 * dO.row_stride;
-        cpu::gemm<T>(false, true, m, n, hs, scale, q_blk, Q.row_stride, K.data, K.row_stride, T(0), p.data(), n);
+        product<T>(CausalLimit::cols_to_row, i0, m, n, hs, scale, q_blk, Q.row_stride, 1, kt.data(), Tn, false,
+                   p.data(), n);
         for (int64_t r = 0; r < m; ++r) {
           T* row = p.data() + r * n;
           const int64_t visible = i0 + r + 1;
@@ -110,16 +138,22 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
           std::fill(row + visible, row + n, T(0));
           d[size_t(r)] = cpu::row_dot<T>(do_blk + r * dO.row_stride, O.data + (i0 + r) * O.row_stride, hs);
         }
-        cpu::gemm<T>(true, false, n, hs, m, T(1), p.data(), n, do_blk, dO.row_stride, T(1), dV.data, dV.row_stride);
-        cpu::gemm<T>(false, true, m, n, hs, T(1), do_blk, dO.row_stride, V.data, V.row_stride, T(0), dp.data(), n);
+        // Rows of P^T are keys; key j has non-zero P only for the block's queries from j - i0 on.
+        product<T>(CausalLimit::k_from_row, i0, n, hs, m, T(1), p.data(), 1, n, do_blk, dO.row_stride, true, dV.data,
+                   dV.row_stride);
+        product<T>(CausalLimit::cols_to_row, i0, m, n, hs, T(1), do_blk, dO.row_stride, 1, vt.data(), Tn, false,
+                   dp.data(), n);
         for (int64_t r = 0; r < m; ++r) {
           T* ds = dp.data() + r * n;
           const T* pr = p.data() + r * n;
-          for (int64_t j = 0; j < n; ++j) ds[j] = pr[j] * (ds[j] - d[size_t(r)]);
+          const int64_t visible = i0 + r + 1;
+          for (int64_t j = 0; j < visible; ++j) ds[j] = pr[j] * (ds[j] - d[size_t(r)]);
+          std::fill(ds + visible, ds + n, T(0));
         }
-        cpu::gemm<T>(false, false, m, hs, n, scale, dp.data(), n, K.data, K.row_stride, T(0),
-                     dQ.data + i0 * dQ.row_stride, dQ.row_stride);
-        cpu::gemm<T>(true, false, n, hs, m, scale, dp.data(), n, q_blk, Q.row_stride, T(1), dK.data, dK.row_stride);
+        product<T>(CausalLimit::k_to_row, i0, m, hs, n, scale, dp.data(), n, 1, K.data, K.row_stride, false,
+                   dQ.data + i0 * dQ.row_stride, dQ.row_stride);
+        product<T>(CausalLimit::k_from_row, i0, n, hs, m, scale, dp.data(), 1, n, q_blk, Q.row_stride, true, dK.data,
+                   dK.row_stride);
       }
     }
   });
