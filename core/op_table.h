@@ -94,14 +94,17 @@ struct tanh {
   template <class M, class C> LATHE_SCALAR static C apply(C x, const OpScalars<C>&) { return M::tanh(x); }
 };
 
-// GPT-2's GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+// GPT-2's GELU, tanh approximation: 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).
+// Computed as x sigmoid(2u) = x / (1 + exp(-2u)), the same function: one exp and one division
+// where tanh costs an exp, a division and a polynomial (GELU both ways was 5% of a CPU training
+// step), and no cancellation in 1 + tanh(u) for negative x.
 struct gelu {
   static constexpr const char* name = "gelu";
   static constexpr OpDTypes dtypes = OpDTypes::floating;
   template <class M, class C> LATHE_SCALAR static C apply(C x, const OpScalars<C>&) {
-    const C k = C(0.7978845608028654);  // sqrt(2 / pi)
+    const C two_k = C(1.5957691216057308);  // 2 sqrt(2 / pi)
     const C c = C(0.044715);
-    return C(0.5) * x * (C(1) + M::tanh(k * (x + c * x * x * x)));
+    return x / (C(1) + M::exp(-two_k * (x + c * x * x * x)));
   }
 };
 
@@ -263,18 +266,18 @@ LATHE_COMPARISON_(ge, x >= y)
 
 // Backward rules that run as one elementwise pass: x is the forward input (or its output, as
 // named), g the incoming gradient.
+// With s = sigmoid(2u) (so tanh(u) = 2s - 1 and 1 - tanh(u)^2 = 4s(1 - s)):
+// d/dx x s = s + 2 x s (1 - s) du/dx.
 struct gelu_backward {  // x = the input
   static constexpr const char* name = "gelu_backward";
   static constexpr OpDTypes dtypes = OpDTypes::floating;
   static constexpr bool predicate = false;
   template <class M, class C> LATHE_SCALAR static C apply(C x, C g) {
-    const C k = C(0.7978845608028654);
+    const C two_k = C(1.5957691216057308);  // 2 sqrt(2 / pi)
     const C c = C(0.044715);
-    const C u = k * (x + c * x * x * x);
-    const C th = M::tanh(u);
-    const C sech2 = C(1) - th * th;
-    const C du = k * (C(1) + C(3) * c * x * x);
-    return g * (C(0.5) * (C(1) + th) + C(0.5) * x * sech2 * du);
+    const C s = C(1) / (C(1) + M::exp(-two_k * (x + c * x * x * x)));
+    const C du = two_k * (C(1) + C(3) * c * x * x);  // d(2u)/dx
+    return g * (s + x * s * (C(1) - s) * du);
   }
 };
 

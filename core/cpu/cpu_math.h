@@ -1,7 +1,7 @@
-// The math library the op table's formulas (core/op_table.h) use on the CPU. f32 tanh is the
-// vectorisable one of row_math.h (glibc's tanhf does not vectorise, and the activations of a
-// training step spend most of their time in it); everything else is the standard library's. f64
-// keeps the library's tanh too, so gradchecks see no approximation.
+// The math library the op table's formulas (core/op_table.h) use on the CPU. f32 exp and tanh are
+// the vectorisable ones of row_math.h (glibc's expf and tanhf do not vectorise, and the activations
+// of a training step spend most of their time in them); everything else is the standard library's.
+// f64 keeps the library's exp and tanh, so gradchecks see no approximation.
 #pragma once
 
 #include <cmath>
@@ -11,7 +11,7 @@
 namespace lathe::cpu {
 
 struct CpuMath {
-  static LATHE_CPU_INLINE float exp(float x) { return std::exp(x); }
+  static LATHE_CPU_INLINE float exp(float x) { return exp_f32(x); }
   static LATHE_CPU_INLINE double exp(double x) { return std::exp(x); }
   static LATHE_CPU_INLINE float log(float x) { return std::log(x); }
   static LATHE_CPU_INLINE double log(double x) { return std::log(x); }
