@@ -9,6 +9,7 @@ namespace lathe {
 
 using cpu::elementwise_loop;
 using cpu::parallel_for;
+using cpu::parallel_split;
 
 void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
   profile::KernelScope scope("copy");
@@ -52,7 +53,7 @@ void CpuBackend::fill(const Tensor& dst, double value) {
   LATHE_DISPATCH_ALL(dst.dtype(), "fill", [&]<class T>() {
     T* p = static_cast<T*>(dst.data_ptr());
     T v = static_cast<T>(value);
-    parallel_for(dst.numel(), kParallelGrain, [&](int64_t b, int64_t e) {
+    parallel_split(dst.numel(), kParallelGrain, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) p[i] = v;
     });
   });

@@ -12,6 +12,7 @@
 namespace lathe {
 
 using cpu::parallel_for;
+using cpu::parallel_split;
 using cpu::rows_per_chunk;
 using cpu::WideRow;
 
@@ -33,7 +34,7 @@ void softmax_rows(const Tensor& x, const Tensor& out, bool log) {
   const int64_t R = rows.rows, V = rows.len;  // not a structured binding: clang 14 cannot capture those
   const T* px = static_cast<const T*>(x.data_ptr());
   T* py = static_cast<T*>(out.data_ptr());
-  parallel_for(R, rows_per_chunk(V), [&](int64_t r0, int64_t r1) {
+  parallel_split(R, rows_per_chunk(V), [&](int64_t r0, int64_t r1) {
     WideRow<T> xin(V), yout(V);
     for (int64_t r = r0; r < r1; ++r) {
       const C* xr = xin.read(px + r * V);
@@ -63,7 +64,7 @@ void softmax_backward_rows(const Tensor& y, const Tensor& gy, const Tensor& gx, 
   const T* py = static_cast<const T*>(y.data_ptr());
   const T* pg = static_cast<const T*>(gy.data_ptr());
   T* pgx = static_cast<T*>(gx.data_ptr());
-  parallel_for(R, rows_per_chunk(V), [&](int64_t r0, int64_t r1) {
+  parallel_split(R, rows_per_chunk(V), [&](int64_t r0, int64_t r1) {
     WideRow<T> yin(V), gin(V), gout(V);
     for (int64_t r = r0; r < r1; ++r) {
       const C* yr = yin.read(py + r * V);
@@ -105,7 +106,7 @@ void layer_norm_rows(const Tensor& x, const Tensor& weight, const Tensor& bias, 
   T* py = static_cast<T*>(out.data_ptr());
   S* pm = static_cast<S*>(mean.data_ptr());
   S* pr = static_cast<S*>(rstd.data_ptr());
-  parallel_for(R, rows_per_chunk(D), [&](int64_t r0, int64_t r1) {
+  parallel_split(R, rows_per_chunk(D), [&](int64_t r0, int64_t r1) {
     WideRow<T> xin(D), yout(D);
     for (int64_t r = r0; r < r1; ++r) {
       const C* xr = xin.read(px + r * D);

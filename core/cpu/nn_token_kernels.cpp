@@ -14,6 +14,7 @@
 namespace lathe {
 
 using cpu::parallel_for;
+using cpu::parallel_split;
 using cpu::rows_per_chunk;
 using cpu::WideRow;
 
@@ -67,7 +68,7 @@ void CpuBackend::embedding(const Tensor& weight, const Tensor& idx, const Tensor
   const size_t row_bytes = size_t(C) * dtype_size(w.dtype());
   const char* src = static_cast<const char*>(w.data_ptr());
   char* dst = static_cast<char*>(out.data_ptr());
-  parallel_for(int64_t(ids.size()), rows_per_chunk(C), [&](int64_t n0, int64_t n1) {
+  parallel_split(int64_t(ids.size()), rows_per_chunk(C), [&](int64_t n0, int64_t n1) {
     for (int64_t n = n0; n < n1; ++n)
       std::memcpy(dst + size_t(n) * row_bytes, src + size_t(ids[size_t(n)]) * row_bytes, row_bytes);
   });
@@ -133,7 +134,7 @@ void CpuBackend::cross_entropy(const Tensor& logits, const Tensor& targets, int6
     using C = typename compute_type<T>::type;
     const T* px = static_cast<const T*>(x.data_ptr());
     T* pl = static_cast<T*>(losses.data_ptr());
-    parallel_for(N, rows_per_chunk(V), [&](int64_t n0, int64_t n1) {
+    parallel_split(N, rows_per_chunk(V), [&](int64_t n0, int64_t n1) {
       WideRow<T> xin(V);
       for (int64_t n = n0; n < n1; ++n) {
         const int64_t tn = t[size_t(n)];
@@ -165,7 +166,7 @@ void CpuBackend::cross_entropy_backward(const Tensor& logits, const Tensor& targ
     const T* px = static_cast<const T*>(x.data_ptr());
     const T* pgl = static_cast<const T*>(gloss.data_ptr());
     T* pgx = static_cast<T*>(glogits.data_ptr());
-    parallel_for(N, rows_per_chunk(V), [&](int64_t n0, int64_t n1) {
+    parallel_split(N, rows_per_chunk(V), [&](int64_t n0, int64_t n1) {
       WideRow<T> xin(V), gout(V);
       for (int64_t n = n0; n < n1; ++n) {
         const int64_t tn = t[size_t(n)];
