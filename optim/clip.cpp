@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/autograd.h"
+#include "core/backend.h"
 #include "core/error.h"
 #include "core/ops.h"
 
@@ -25,7 +26,9 @@ Tensor clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   }
   const Tensor total = sqrt(total_sq);
   const Tensor coef = clamp(div(Tensor::scalar(max_norm, DType::f32, device), add(total, 1e-6)), std::nullopt, 1.0);
-  for (Tensor& g : grads) g.copy_(mul(g, coef.to(g.device()).to(g.dtype())));
+  // Scaled in place: one pass over each gradient, no temporary.
+  for (Tensor& g : grads)
+    backend_for(g.device()).binary(BinaryOp::mul, g, coef.to(g.device()).to(g.dtype()).expand(g.shape()), g);
   return total;
 }
 
