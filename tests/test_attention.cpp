@@ -102,6 +102,26 @@ TEST_CASE("causal_attention: equals attention composed of matmul and softmax, fo
   }
 }
 
+TEST_CASE("causal_attention: f32 against f64 for head sizes of whole vectors, part vectors and tails") {
+  // The f32 products run in register tiles of whole 16- (or 8-) float vectors with single columns
+  // after them, and skip masked products tile by tile; f64 takes the BLAS GEMM over whole blocks.
+  for (int64_t hs : {8, 24, 32, 48, 64, 72}) {
+    for (int64_t T : {1, 7, 64, 100, 130}) {
+      CAPTURE(hs);
+      CAPTURE(T);
+      std::vector<Tensor> a = qkv_views(2, T, 2, hs, DType::f32, 90 + uint64_t(hs + T));
+      const Tensor b = a[0].detach().to(DType::f64).requires_grad_(true);
+      const double scale = 1.0 / std::sqrt(double(hs));
+      const Tensor ya = causal_attention_qkv(a[0], 2, scale), yb = causal_attention_qkv(b, 2, scale);
+      CHECK(max_abs_diff(ya, yb) < 2e-5);
+      const Tensor g = Tensor::randn(ya.shape(), 91);
+      sum(mul(ya, g)).backward();
+      sum(mul(yb, g.to(DType::f64))).backward();
+      CHECK(max_abs_diff(a[0].grad(), b.grad()) < 1e-4);
+    }
+  }
+}
+
 TEST_CASE("causal_attention: the same bits at 1, 2 and 3 threads") {
   auto run = [](int threads) {
     const int prev = omp_get_max_threads();
