@@ -96,6 +96,10 @@ inline constexpr auto kTiles = make_tiles(std::make_index_sequence<kRows * kVect
 
 }  // namespace attention_gemm_detail
 
+// `cols_to_row` computes each row's columns up to its bound rounded up to a multiple of this (and
+// at most n): callers may read that far.
+inline constexpr int64_t kAttentionColumnBlock = attention_gemm_detail::kLanes;
+
 // C[m x n] = alpha * A[m x k] * B[k x n] (+ C when `accumulate`). A's element (i, k) is at
 // a[i * a_rs + k * a_cs]; B and C are row-major with unit column stride.
 inline void attention_gemm(CausalLimit limit, int64_t offset, int64_t m, int64_t n, int64_t k, float alpha,

@@ -52,6 +52,15 @@ HeadView<T> head(const Tensor& t, int64_t b, int64_t h) {
 // query sees (the backward's four cost twice that).
 double causal_flops(int64_t T, int64_t hs) { return 2.0 * 2.0 * double(T) * double(T + 1) / 2.0 * double(hs); }
 
+// A row of scores is worked on up to its visible keys rounded up to whole vectors, the columns
+// the products computed for it (core/cpu/attention_gemm.h), with the masked entries set to -inf so
+// that exp makes them 0: a tail of single elements after the vectors cost more than the masked
+// entries do. At most n, the columns the block has.
+int64_t padded_length(int64_t visible, int64_t n) {
+  constexpr int64_t block = cpu::kAttentionColumnBlock;
+  return std::min(n, (visible + block - 1) / block * block);
+}
+
 // C[m x n] = alpha A B (+ C), A's (i, k) at a[i * a_rs + k * a_cs], B [k x n] in rows ldb apart.
 template <class T>
 void product(CausalLimit limit, int64_t offset, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t a_rs,
@@ -90,12 +99,13 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, T scal
                    kt.data(), Tn, false, s.data(), n);
         for (int64_t r = 0; r < m; ++r) {
           T* row = s.data() + r * n;
-          const int64_t visible = i0 + r + 1;
-          const T mx = cpu::row_max(row, visible);
-          const T sum = cpu::exp_shifted_sum(row, mx, row, visible);
+          const int64_t visible = i0 + r + 1, padded = padded_length(visible, n);
+          std::fill(row + visible, row + padded, -std::numeric_limits<T>::infinity());  // exp makes them 0
+          const T mx = cpu::row_max(row, padded);
+          const T sum = cpu::exp_shifted_sum(row, mx, row, padded);
           const T inv = T(1) / sum;
-          for (int64_t j = 0; j < visible; ++j) row[j] *= inv;
-          std::fill(row + visible, row + n, T(0));
+          for (int64_t j = 0; j < padded; ++j) row[j] *= inv;
+          std::fill(row + padded, row + n, T(0));
           plse[w * Tn + i0 + r] = mx + std::log(sum);
         }
         product<T>(CausalLimit::k_to_row, i0, m, hs, n, T(1), s.data(), n, 1, V.data, V.row_stride, false,
@@ -132,10 +142,11 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
                    p.data(), n);
         for (int64_t r = 0; r < m; ++r) {
           T* row = p.data() + r * n;
-          const int64_t visible = i0 + r + 1;
+          const int64_t visible = i0 + r + 1, padded = padded_length(visible, n);
           const T l = plse[w * Tn + i0 + r];
-          for (int64_t j = 0; j < visible; ++j) row[j] = cpu::exp_c(row[j] - l);
-          std::fill(row + visible, row + n, T(0));
+          std::fill(row + visible, row + padded, -std::numeric_limits<T>::infinity());
+          for (int64_t j = 0; j < padded; ++j) row[j] = cpu::exp_c(row[j] - l);
+          std::fill(row + padded, row + n, T(0));
           d[size_t(r)] = cpu::row_dot<T>(do_blk + r * dO.row_stride, O.data + (i0 + r) * O.row_stride, hs);
         }
         // Rows of P^T are keys; key j has non-zero P only for the block's queries from j - i0 on.
@@ -146,9 +157,9 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
         for (int64_t r = 0; r < m; ++r) {
           T* ds = dp.data() + r * n;
           const T* pr = p.data() + r * n;
-          const int64_t visible = i0 + r + 1;
-          for (int64_t j = 0; j < visible; ++j) ds[j] = pr[j] * (ds[j] - d[size_t(r)]);
-          std::fill(ds + visible, ds + n, T(0));
+          const int64_t padded = padded_length(i0 + r + 1, n);  // P is 0 past the visible keys
+          for (int64_t j = 0; j < padded; ++j) ds[j] = pr[j] * (ds[j] - d[size_t(r)]);
+          std::fill(ds + padded, ds + n, T(0));
         }
         product<T>(CausalLimit::k_to_row, i0, m, hs, n, scale, dp.data(), n, 1, K.data, K.row_stride, false,
                    dQ.data + i0 * dQ.row_stride, dQ.row_stride);
