@@ -162,11 +162,7 @@ void layer_norm_backward_rows(const Tensor& x, const Tensor& weight, const Tenso
             acc_g[j] += double(g);
             acc_gx[j] += double(g * ((xr[i + j] - mu) * rs));
           }
-        double sum_g = 0, sum_gx = 0;
-        for (int64_t j = 0; j < cpu::kLanes; ++j) {
-          sum_g += acc_g[j];
-          sum_gx += acc_gx[j];
-        }
+        double sum_g = cpu::sum_lanes(acc_g), sum_gx = cpu::sum_lanes(acc_gx);
         for (; i < D; ++i) {
           const C g = gr[i] * w[size_t(i)];
           sum_g += double(g);

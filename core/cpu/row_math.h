@@ -85,6 +85,31 @@ inline C exp_c(C x) {
   else return std::exp(x);
 }
 
+// The lanes' partial results combined pairwise (lane j with j + 8, then + 4, + 2, + 1): a fixed
+// order, in four vector steps where a running total took sixteen dependent scalar steps (on rows
+// of a few dozen elements, such as attention's, that chain was a quarter of the row's time). Each
+// step is unrolled at compile time: as a loop over the widths it went through memory.
+template <int64_t W, class A, class Op>
+LATHE_CPU_INLINE void fold_lanes(A* acc, Op op) {
+  if constexpr (W >= 1) {
+#pragma GCC unroll 16
+    for (int64_t j = 0; j < W; ++j) acc[j] = op(acc[j], acc[j + W]);
+    fold_lanes<W / 2>(acc, op);
+  }
+}
+
+template <class A>
+LATHE_CPU_INLINE A sum_lanes(A (&acc)[kLanes]) {
+  fold_lanes<kLanes / 2>(acc, [](A a, A b) { return a + b; });
+  return acc[0];
+}
+
+template <class A>
+LATHE_CPU_INLINE A max_lanes(A (&acc)[kLanes]) {
+  fold_lanes<kLanes / 2>(acc, [](A a, A b) { return b > a ? b : a; });
+  return acc[0];
+}
+
 // max over x[0, n); NaN anywhere makes the callers' results NaN through exp(x - m) anyway.
 template <class C>
 inline C row_max(const C* x, int64_t n) {
@@ -93,8 +118,7 @@ inline C row_max(const C* x, int64_t n) {
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
     for (int64_t j = 0; j < kLanes; ++j) acc[j] = x[i + j] > acc[j] ? x[i + j] : acc[j];
-  C m = -std::numeric_limits<C>::infinity();
-  for (int64_t j = 0; j < kLanes; ++j) m = acc[j] > m ? acc[j] : m;
+  C m = max_lanes(acc);
   for (; i < n; ++i) m = x[i] > m ? x[i] : m;
   return m;
 }
@@ -106,8 +130,7 @@ inline A row_sum(const C* x, int64_t n) {
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
     for (int64_t j = 0; j < kLanes; ++j) acc[j] += A(x[i + j]);
-  A s = 0;
-  for (int64_t j = 0; j < kLanes; ++j) s += acc[j];
+  A s = sum_lanes(acc);
   for (; i < n; ++i) s += A(x[i]);
   return s;
 }
@@ -119,8 +142,7 @@ inline A row_dot(const C* x, const C* y, int64_t n) {
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
     for (int64_t j = 0; j < kLanes; ++j) acc[j] += A(x[i + j]) * A(y[i + j]);
-  A s = 0;
-  for (int64_t j = 0; j < kLanes; ++j) s += acc[j];
+  A s = sum_lanes(acc);
   for (; i < n; ++i) s += A(x[i]) * A(y[i]);
   return s;
 }
@@ -135,8 +157,7 @@ inline A row_sq_dev(const C* x, A c, int64_t n) {
       A d = A(x[i + j]) - c;
       acc[j] += d * d;
     }
-  A s = 0;
-  for (int64_t j = 0; j < kLanes; ++j) s += acc[j];
+  A s = sum_lanes(acc);
   for (; i < n; ++i) {
     A d = A(x[i]) - c;
     s += d * d;
@@ -151,8 +172,7 @@ inline C row_exp_sum(const C* x, C m, int64_t n) {
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
     for (int64_t j = 0; j < kLanes; ++j) acc[j] += exp_c(x[i + j] - m);
-  C s = 0;
-  for (int64_t j = 0; j < kLanes; ++j) s += acc[j];
+  C s = sum_lanes(acc);
   for (; i < n; ++i) s += exp_c(x[i] - m);
   return s;
 }
