@@ -69,7 +69,8 @@ template <class Fn>
 void parallel_split(int64_t n, int64_t min_grain, Fn&& fn) {
   if (n <= 0) return;
   const int64_t grain = std::max<int64_t>(min_grain, 1);
-  const int64_t parts = std::min<int64_t>(omp_in_parallel() ? 1 : omp_get_max_threads(), (n + grain - 1) / grain);
+  const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const int64_t parts = std::min(threads, (n + grain - 1) / grain);
   if (parts <= 1) {
     fn(int64_t(0), n);
     return;
