@@ -42,6 +42,12 @@ constexpr int kRows = kAccumulators;  // the rows of a one-vector tile
 constexpr int64_t rows_per_tile(int64_t vectors) { return kAccumulators / vectors; }
 typedef float Vec __attribute__((vector_size(kLanes * sizeof(float))));
 
+// Built without AVX (LATHE_NATIVE=OFF), GCC warns that returning a Vec by value would pass it
+// differently from an AVX build; Vecs never cross a library boundary, so the warning is off for
+// the code that passes them.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 inline Vec load(const float* p) {
   Vec v;
   std::memcpy(&v, p, sizeof v);
@@ -93,6 +99,7 @@ constexpr auto make_tiles(std::index_sequence<I...>) {
   return std::array<TileFn, sizeof...(I)>{tile_if_it_fits<int(I / kVectors) + 1, int(I % kVectors) + 1>()...};
 }
 inline constexpr auto kTiles = make_tiles(std::make_index_sequence<kRows * kVectors>());
+#pragma GCC diagnostic pop
 
 }  // namespace attention_gemm_detail
 
