@@ -13,6 +13,11 @@ namespace {
 // The kernels read rows with a unit last stride; any other layout is copied once.
 Tensor rows_unit_stride(const Tensor& t) { return t.strides().back() == 1 ? t : t.contiguous(); }
 
+// The backend's fused kernels take f32 and f64; anything else is composed of matmul and softmax.
+bool fused_kernel_applies(const Backend& backend, DType dtype) {
+  return backend.has_fused_attention() && (dtype == DType::f32 || dtype == DType::f64);
+}
+
 // softmax(scale q k^T + mask) v, the mask -inf where a key lies in the query's future.
 Tensor composed_causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale) {
   const int64_t T = q.size(2);
@@ -39,8 +44,7 @@ Tensor causal_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_
   LATHE_CHECK(k_in.dtype() == q_in.dtype() && v_in.dtype() == q_in.dtype(), "causal_attention: q ", q_in.desc(),
               ", k ", k_in.desc(), " and v ", v_in.desc(), " differ in dtype");
   Backend& backend = backend_for(q_in.device());
-  if (!backend.has_fused_attention() || !(q_in.dtype() == DType::f32 || q_in.dtype() == DType::f64))
-    return composed_causal_attention(q_in, k_in, v_in, scale);
+  if (!fused_kernel_applies(backend, q_in.dtype())) return composed_causal_attention(q_in, k_in, v_in, scale);
   const int64_t B = q_in.size(0), H = q_in.size(1), T = q_in.size(2), hs = q_in.size(3);
   const Tensor q = rows_unit_stride(q_in.detach()), k = rows_unit_stride(k_in.detach()),
                v = rows_unit_stride(v_in.detach());
@@ -68,7 +72,7 @@ Tensor causal_attention_qkv(const Tensor& qkv_in, int64_t n_head, double scale) 
   // Part i (0: q, 1: k, 2: v) of a [B, T, 3C] tensor as [B, H, T, hs] head views.
   auto heads = [=](const Tensor& t, int64_t i) { return t.narrow(2, i * C, C).view({B, T, H, hs}).transpose(1, 2); };
   Backend& backend = backend_for(qkv_in.device());
-  if (!backend.has_fused_attention() || !(qkv_in.dtype() == DType::f32 || qkv_in.dtype() == DType::f64)) {
+  if (!fused_kernel_applies(backend, qkv_in.dtype())) {
     const Tensor x = qkv_in.contiguous();
     return causal_attention(heads(x, 0), heads(x, 1), heads(x, 2), scale).transpose(1, 2).reshape({B, T, C});
   }
