@@ -60,11 +60,11 @@ LoopGeometry<N> coalesce(const Shape& shape, const std::array<const Strides*, N>
 }
 
 // Splits [0, n) into one range per thread, as many as n / min_grain rounded up (so small work stays
-// on the calling thread) and starting at a multiple of 16 (a vector of f32 under AVX-512), and runs
-// fn(begin, end) on each. For work whose items are computed independently of one another (maps,
-// rows of a row-wise kernel): where the split falls then never changes a result, so it may follow
-// the thread count and keep the threads evenly loaded, which parallel_for's fixed chunks do not (3
-// chunks on 2 threads leave one idle a third of the time).
+// on the calling thread), each starting at a multiple of 16 items (for a range of elements, a whole
+// AVX-512 vector of f32), and runs fn(begin, end) on each. For work whose items are computed
+// independently of one another (maps, rows of a row-wise kernel): where the split falls then never
+// changes a result, so it may follow the thread count and keep the threads evenly loaded, which
+// parallel_for's fixed chunks do not (3 chunks on 2 threads leave one idle a third of the time).
 template <class Fn>
 void parallel_split(int64_t n, int64_t min_grain, Fn&& fn) {
   if (n <= 0) return;
