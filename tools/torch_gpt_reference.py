@@ -7,10 +7,12 @@ lathe against. Needs only PyTorch (Debian: `tools/deps.sh --torch`).
     python3 tools/torch_gpt_reference.py bench PRESET [THREADS] [STEPS]
         forward + backward + AdamW steps on random tokens on the CPU; prints one line with
         step_ms=... and tok_per_s=... (tools/bench_cpu.sh reads it)
-    python3 tools/torch_gpt_reference.py train PRESET DATA STEPS LR MIN_LR WARMUP THREADS [EVAL_ITERS]
+    python3 tools/torch_gpt_reference.py train PRESET DATA STEPS LR MIN_LR WARMUP THREADS [EVAL_ITERS [SEED]]
         the training loop of `lathe train` on the bytes of DATA (a file, or a directory read in
         sorted path order; the last 10% is validation), then the mean validation loss over
-        EVAL_ITERS (20) batches, in nats per byte
+        EVAL_ITERS (20) batches, in nats per byte. The model starts from nanoGPT's (and `lathe
+        train`'s) initialisation, drawn from SEED (1337): N(0, 0.02) Linear and Embedding weights,
+        N(0, 0.02 / sqrt(2 n_layer)) for the c_proj weights that end a residual branch, zero biases.
 
 The model, in lathe's terms (nn/gpt.h):
   - token embedding `transformer.wte` and learned positions `transformer.wpe`;
@@ -185,13 +187,27 @@ def read_corpus(path):
     return torch.frombuffer(data, dtype=torch.uint8).long()
 
 
-def train(preset, data, steps, lr, min_lr, warmup, threads, eval_iters=20):
+def init_as_nanogpt(model):
+    """nanoGPT's initialisation, which `lathe train` follows (nn/gpt.cpp): the default one above
+    stays as it is for the golden files."""
+    n_layer = len(model.transformer.h)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 2:
+                std = 0.02 / math.sqrt(2 * n_layer) if name.endswith("c_proj.weight") else 0.02
+                p.normal_(mean=0.0, std=std)
+            elif name.endswith("bias"):
+                p.zero_()
+
+
+def train(preset, data, steps, lr, min_lr, warmup, threads, eval_iters=20, seed=1337):
     torch.set_num_threads(threads)
-    torch.manual_seed(1337)
+    torch.manual_seed(seed)
     tokens = read_corpus(data)
     split = int(0.9 * len(tokens))
     train_part, val_part = tokens[:split], tokens[split:]
     model, B = from_preset(preset)
+    init_as_nanogpt(model)
     T = model.block_size
 
     def batch(src, gen):
@@ -210,7 +226,7 @@ def train(preset, data, steps, lr, min_lr, warmup, threads, eval_iters=20):
         progress = min(1.0, (it - warmup) / max(1, steps - warmup))
         return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (lr - min_lr)
 
-    gen = torch.Generator().manual_seed(1337)
+    gen = torch.Generator().manual_seed(seed)
     t0 = time.perf_counter()
     for it in range(steps):
         for group in opt.param_groups:
@@ -233,7 +249,7 @@ def train(preset, data, steps, lr, min_lr, warmup, threads, eval_iters=20):
 def main(argv):
     if len(argv) >= 2 and argv[0] == "bench" and len(argv) <= 4:
         bench(argv[1], int(argv[2]) if len(argv) > 2 else 1, int(argv[3]) if len(argv) > 3 else 10)
-    elif len(argv) in (8, 9) and argv[0] == "train":
+    elif len(argv) in (8, 9, 10) and argv[0] == "train":
         train(argv[1], argv[2], int(argv[3]), float(argv[4]), float(argv[5]), int(argv[6]), int(argv[7]),
               *(int(a) for a in argv[8:]))
     else:
