@@ -12,7 +12,7 @@
 //   P = exp(S - lse),  dV += P^T dO,  dP = dO V^T,  dS = P * (dP - rowsum(dO * O)),
 //   dQ = scale dS K,   dK += scale dS^T Q
 //
-// f32 products are attention_gemm's (core/cpu/attention_gemm.h), which reads B in unit-stride rows:
+// f32 products are tile_gemm's (core/cpu/tile_gemm.h), which reads B in unit-stride rows:
 // K and V are transposed once per head for the products that take K^T and V^T. f64 (gradchecks)
 // takes the BLAS GEMM over the whole blocks.
 #include <algorithm>
@@ -20,7 +20,7 @@
 #include <limits>
 #include <vector>
 
-#include "core/cpu/attention_gemm.h"
+#include "core/cpu/tile_gemm.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/cpu/gemm.h"
 #include "core/cpu/loops.h"
@@ -53,11 +53,11 @@ HeadView<T> head(const Tensor& t, int64_t b, int64_t h) {
 double causal_flops(int64_t T, int64_t hs) { return 2.0 * 2.0 * double(T) * double(T + 1) / 2.0 * double(hs); }
 
 // A row of scores is worked on up to its visible keys rounded up to whole vectors, the columns
-// the products computed for it (core/cpu/attention_gemm.h), with the masked entries set to -inf so
+// the products computed for it (core/cpu/tile_gemm.h), with the masked entries set to -inf so
 // that exp makes them 0: a tail of single elements after the vectors cost more than the masked
 // entries do. At most n, the columns the block has.
 int64_t padded_length(int64_t visible, int64_t n) {
-  constexpr int64_t block = cpu::kAttentionColumnBlock;
+  constexpr int64_t block = cpu::kTileGemmLanes;
   return std::min(n, (visible + block - 1) / block * block);
 }
 
@@ -66,7 +66,7 @@ template <class T>
 void product(CausalLimit limit, int64_t offset, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t a_rs,
              int64_t a_cs, const T* b, int64_t ldb, bool accumulate, T* c, int64_t ldc) {
   if constexpr (std::is_same_v<T, float>) {
-    cpu::attention_gemm(limit, offset, m, n, k, alpha, a, a_rs, a_cs, b, ldb, accumulate, c, ldc);
+    cpu::tile_gemm(limit, offset, m, n, k, alpha, a, a_rs, a_cs, b, ldb, accumulate, c, ldc);
   } else {
     // The whole block: the entries a limit would skip are zeros of A or columns nobody reads.
     const bool a_transposed = a_cs != 1;

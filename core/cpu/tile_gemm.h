@@ -27,7 +27,7 @@ namespace lathe::cpu {
 
 enum class CausalLimit { none, cols_to_row, k_to_row, k_from_row };
 
-namespace attention_gemm_detail {
+namespace tile_gemm_detail {
 
 // One vector register's worth of floats, at most kVectors of them across a tile, and at most
 // kAccumulators accumulator registers in all: 24 of AVX-512's 32 registers (the rest hold B's
@@ -101,18 +101,18 @@ constexpr auto make_tiles(std::index_sequence<I...>) {
 inline constexpr auto kTiles = make_tiles(std::make_index_sequence<kRows * kVectors>());
 #pragma GCC diagnostic pop
 
-}  // namespace attention_gemm_detail
+}  // namespace tile_gemm_detail
 
 // `cols_to_row` computes each row's columns up to its bound rounded up to a multiple of this (and
 // at most n): callers may read that far.
-inline constexpr int64_t kAttentionColumnBlock = attention_gemm_detail::kLanes;
+inline constexpr int64_t kTileGemmLanes = tile_gemm_detail::kLanes;
 
 // C[m x n] = alpha * A[m x k] * B[k x n] (+ C when `accumulate`). A's element (i, k) is at
 // a[i * a_rs + k * a_cs]; B and C are row-major with unit column stride.
-inline void attention_gemm(CausalLimit limit, int64_t offset, int64_t m, int64_t n, int64_t k, float alpha,
+inline void tile_gemm(CausalLimit limit, int64_t offset, int64_t m, int64_t n, int64_t k, float alpha,
                            const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t ldb, bool accumulate,
                            float* c, int64_t ldc) {
-  using namespace attention_gemm_detail;
+  using namespace tile_gemm_detail;
   const int64_t tile_rows = rows_per_tile(std::clamp<int64_t>((n + kLanes - 1) / kLanes, 1, kVectors));
   for (int64_t r0 = 0; r0 < m; r0 += tile_rows) {
     const int64_t rows = std::min(tile_rows, m - r0);
