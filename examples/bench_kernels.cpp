@@ -9,6 +9,10 @@
 // (2) f32 add of two 16M-element tensors, counting 3 x 64 MB moved, against a plain copy of 16M
 //     floats (memcpy in one slice per thread, counting 2 x 64 MB); target lathe::add >= 70% of
 //     copy. The add is timed as the whole op (allocating its output) and as the kernel alone.
+// (3) the f32 products of a GPT training step (the `nanogpt-cpu`, `small` and `char` presets: each
+//     Linear's forward x @ w^T, input gradient dy @ w and weight gradient dy^T @ x), lathe's
+//     matmul kernel against one call of the BLAS GEMM the build found (OpenBLAS or Eigen) on the
+//     calling thread: the BLAS column only at 1 thread, as the BLAS keeps to one thread here.
 // Each figure is the median of the repetitions after one warm-up run.
 #include <omp.h>
 
@@ -24,6 +28,7 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "core/cpu/gemm.h"
 #include "core/ops.h"
 
 using namespace lathe;
@@ -115,6 +120,50 @@ int main(int argc, char** argv) {
     std::printf("  copy (memcpy over the same threads) %6.1f GB/s  (%.2f ms)\n", gbs_copy, t_copy * 1e3);
     verdict("lathe::add / copy", gbs_op / gbs_copy, 0.70);
     std::printf("  (kernel / copy: %.1f%%)\n", 100 * gbs_kernel / gbs_copy);
+  }
+
+  // ---- (3) the products of a GPT step ----
+  {
+    struct Layer {
+      const char* preset;
+      int64_t rows, in, out;  // rows: batch x block
+    };
+    const Layer layers[] = {{"nanogpt-cpu c_attn", 768, 128, 384}, {"nanogpt-cpu mlp.c_fc", 768, 128, 512},
+                            {"nanogpt-cpu mlp.c_proj", 768, 512, 128}, {"small c_attn", 2048, 128, 384},
+                            {"small mlp.c_proj", 2048, 512, 128}, {"char c_attn", 2048, 384, 1152},
+                            {"char mlp.c_fc", 2048, 384, 1536}, {"char mlp.c_proj", 2048, 1536, 384},
+                            {"char lm_head", 2048, 384, 256}};
+    const bool one_thread = omp_get_max_threads() == 1;
+    Backend& cpu = backend_for(Device::cpu());
+    std::printf("products of a GPT step, f32 GFLOP/s: lathe's kernel%s\n", one_thread ? " / one BLAS call" : "");
+    for (const Layer& l : layers) {
+      Tensor x = Tensor::randn({l.rows, l.in}, 5), w = Tensor::randn({l.out, l.in}, 6);
+      Tensor dy = Tensor::randn({l.rows, l.out}, 7);
+      struct Product {
+        const char* name;
+        Tensor a, b;
+      };
+      const Product products[] = {{"x @ w^T", x, w.t()}, {"dy @ w", dy, w}, {"dy^T @ x", dy.t(), x}};
+      std::printf("  %-24s", l.preset);
+      for (const Product& p : products) {
+        const int64_t M = p.a.size(0), K = p.a.size(1), N = p.b.size(1);
+        Tensor c = Tensor::empty({M, N});
+        std::vector<std::function<void()>> fns{[&] { cpu.matmul(p.a, p.b, c); }};
+        if (one_thread) {
+          const bool ta = p.a.strides()[0] == 1, tb = p.b.strides()[0] == 1;
+          fns.push_back([&, ta, tb, M, N, K] {
+            cpu::gemm<float>(ta, tb, M, N, K, 1.0f, static_cast<const float*>(p.a.data_ptr()), ta ? M : K,
+                             static_cast<const float*>(p.b.data_ptr()), tb ? K : N, 0.0f,
+                             static_cast<float*>(c.data_ptr()), N);
+          });
+        }
+        const auto t = median_seconds(reps, fns);
+        const double flop = 2.0 * double(M) * double(N) * double(K);
+        std::printf("  %s %6.1f", p.name, flop / t[0] * 1e-9);
+        if (one_thread) std::printf(" / %5.1f", flop / t[1] * 1e-9);
+      }
+      std::printf("\n");
+    }
   }
   return 0;
 }

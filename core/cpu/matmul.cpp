@@ -235,27 +235,37 @@ constexpr int64_t kLanes = cpu::kTileGemmLanes;
 // in L2 while the row tiles sweep it.
 constexpr int64_t kKBlock = 512;
 constexpr int64_t kColBlock = 64;
-// Rows of a work item are a multiple of every tile height (24, 12, 8, 6 rows).
+// Rows of a work item are a multiple of every tile height (24, 12, 8, 6 rows), and at most
+// kMaxRowBlock (an A block of kMaxRowBlock x kKBlock floats is 384 KiB).
 constexpr int64_t kRowQuantum = 24;
-// A column-major A's strips are copied when the inner dim is at least this long.
+constexpr int64_t kMaxRowBlock = 192;
+// A column-major A's blocks are copied when the inner dim is at least this long, and a row-major
+// B is packed when its rows lie more than kMaxUnpackedRow floats apart.
 constexpr int64_t kStripCopyMinK = 1024;
+constexpr int64_t kMaxUnpackedRow = 512;
 
-// dst [K, Np] row-major = B (K x N) read through its layout, columns N..Np zero.
+// B (K x N, read through its layout) as panels of kColBlock columns: panel p holds columns
+// p * kColBlock.. as a contiguous [K, width] block (width kColBlock, or what is left of Np),
+// columns N..Np zero. A panel's rows then lie a few hundred bytes apart, where B's own rows may lie
+// kilobytes apart (a TLB miss per k in a wide product).
 void pack_b(const float* src, const MatrixLayout& lb, int64_t K, int64_t N, int64_t Np, float* dst) {
-  cpu::parallel_split(K, 64, [&](int64_t k0, int64_t k1) {
-    if (lb.row_major) {
-      for (int64_t k = k0; k < k1; ++k) {
-        std::copy(src + k * lb.outer, src + k * lb.outer + N, dst + k * Np);
-        std::fill(dst + k * Np + N, dst + (k + 1) * Np, 0.0f);
+  const int64_t panels = (Np + kColBlock - 1) / kColBlock, k_chunks = (K + 63) / 64;
+  cpu::parallel_for(panels * k_chunks, 1, [&](int64_t w0, int64_t w1) {
+    for (int64_t w = w0; w < w1; ++w) {
+      const int64_t p = w / k_chunks, k0 = w % k_chunks * 64, k1 = std::min(K, k0 + 64);
+      const int64_t c0 = p * kColBlock, width = std::min(kColBlock, Np - c0), real = std::clamp<int64_t>(N - c0, 0, width);
+      float* panel = dst + p * K * kColBlock;
+      if (lb.row_major) {
+        for (int64_t k = k0; k < k1; ++k) std::copy(src + k * lb.outer + c0, src + k * lb.outer + c0 + real, panel + k * width);
+      } else {
+        // 16 x 16 blocks keep the reads (a column of B is contiguous in k) and the writes in cache.
+        for (int64_t kb = k0; kb < k1; kb += 16)
+          for (int64_t jb = 0; jb < real; jb += 16)
+            for (int64_t j = jb; j < std::min(real, jb + 16); ++j)
+              for (int64_t k = kb; k < std::min(k1, kb + 16); ++k) panel[k * width + j] = src[(c0 + j) * lb.outer + k];
       }
-      return;
+      for (int64_t k = k0; k < k1; ++k) std::fill(panel + k * width + real, panel + (k + 1) * width, 0.0f);
     }
-    // Column j is contiguous in k: 16 x 16 blocks keep both the reads and the writes in cache.
-    for (int64_t kb = k0; kb < k1; kb += 16)
-      for (int64_t jb = 0; jb < N; jb += 16)
-        for (int64_t j = jb; j < std::min(N, jb + 16); ++j)
-          for (int64_t k = kb; k < std::min(k1, kb + 16); ++k) dst[k * Np + j] = src[j * lb.outer + k];
-    for (int64_t k = k0; k < k1; ++k) std::fill(dst + k * Np + N, dst + (k + 1) * Np, 0.0f);
   });
 }
 
@@ -269,10 +279,10 @@ void batched_gemm_f32(const Tensor& a, const Tensor& b, const Tensor& out) {
   const float* pa = static_cast<const float*>(a.data_ptr());
   const float* pb = static_cast<const float*>(b.data_ptr());
 
-  // B as unit-stride rows of Np columns: the operand itself, or a packed copy (one per distinct
-  // B: a weight broadcast over the batch is packed once).
+  // B as unit-stride rows of Np columns: the operand itself, or panels packed once per product
+  // (one set per distinct B: a weight broadcast over the batch is packed once).
   const int64_t Np = (N + kLanes - 1) / kLanes * kLanes;
-  const bool packed = !lb.row_major || Np != N;
+  const bool packed = !lb.row_major || Np != N || lb.outer > kMaxUnpackedRow;
   const bool shared_b = std::all_of(off.b.begin(), off.b.end(), [&](int64_t o) { return o == off.b[0]; });
   Tensor b_packed;
   if (packed) {
@@ -281,45 +291,58 @@ void batched_gemm_f32(const Tensor& a, const Tensor& b, const Tensor& out) {
     for (int64_t i = 0; i < copies; ++i)
       pack_b(pb + off.b[size_t(i)], lb, K, N, Np, static_cast<float*>(b_packed.data_ptr()) + i * K * Np);
   }
-  auto b_of = [&](int64_t i) -> const float* {
-    if (!packed) return pb + off.b[size_t(i)];
-    return static_cast<const float*>(b_packed.data_ptr()) + (shared_b ? 0 : i * K * Np);
+  // Batch element i's B from row k0, column c0 (a multiple of kColBlock), and its row stride.
+  auto b_at = [&](int64_t i, int64_t k0, int64_t c0) -> std::pair<const float*, int64_t> {
+    if (!packed) return {pb + off.b[size_t(i)] + k0 * lb.outer + c0, lb.outer};
+    const int64_t width = std::min(kColBlock, Np - c0);
+    const float* panel = static_cast<const float*>(b_packed.data_ptr()) + (shared_b ? 0 : i * K * Np) + c0 * K;
+    return {panel + k0 * width, width};
   };
-  const int64_t ldb = packed ? Np : lb.outer;
 
   // C: the output, or a padded scratch when its width is not whole vectors.
   Tensor c_padded = Np == N ? out : Tensor::empty({batch, M, Np}, DType::f32, out.device());
   float* pc = static_cast<float*>(c_padded.data_ptr());
 
-  // Work items: batch element x row block x column block, at least 4 per thread where the product
-  // allows, so that a thread slowed by a neighbour's process leaves little for the others to wait on.
+  // Work items: batch element x row block (x column range, where there are too few row blocks to
+  // give every thread 4 items, so that one slowed by a neighbour's process leaves little for the
+  // others to wait on). Within an item, per k-block, the A block (at most kMaxRowBlock rows) stays
+  // in L2 while the B panels of kColBlock columns go by, and each panel while the row tiles go by.
   const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  const int64_t col_blocks = (Np + kColBlock - 1) / kColBlock;
-  const int64_t want_rows = std::max<int64_t>(1, (4 * threads + batch * col_blocks - 1) / (batch * col_blocks));
-  const int64_t row_block =
-      std::max<int64_t>(kRowQuantum, ((M + want_rows - 1) / want_rows + kRowQuantum - 1) / kRowQuantum * kRowQuantum);
+  const int64_t want_items = 4 * threads;
+  const int64_t want_rows = std::max<int64_t>(1, (want_items + batch - 1) / batch);
+  const int64_t row_block = std::clamp<int64_t>(
+      ((M + want_rows - 1) / want_rows + kRowQuantum - 1) / kRowQuantum * kRowQuantum, kRowQuantum, kMaxRowBlock);
   const int64_t row_blocks = (M + row_block - 1) / row_block;
+  const int64_t col_blocks_all = (Np + kColBlock - 1) / kColBlock;
+  const int64_t col_ranges =
+      std::clamp<int64_t>((want_items + batch * row_blocks - 1) / (batch * row_blocks), 1, col_blocks_all);
+  const int64_t range_blocks = (col_blocks_all + col_ranges - 1) / col_ranges;  // column blocks per range
+  const int64_t col_blocks = col_ranges;
   const bool strip_copy = !la.row_major && K >= kStripCopyMinK;
 
   auto run = [&](int64_t w, std::vector<float>& strip) {
-    const int64_t i = w / (row_blocks * col_blocks), rb = (w / col_blocks) % row_blocks, cb = w % col_blocks;
+    const int64_t i = w / (row_blocks * col_ranges), rb = (w / col_ranges) % row_blocks, cr = w % col_ranges;
     const int64_t r0 = rb * row_block, m = std::min(row_block, M - r0);
-    const int64_t c0 = cb * kColBlock, n = std::min(kColBlock, Np - c0);
+    const int64_t c_begin = cr * range_blocks * kColBlock, c_end = std::min(Np, c_begin + range_blocks * kColBlock);
     // A's rows r0.. : element (r, k) at a_rows[r * a_rs + k * a_cs].
     const float* a_rows = pa + off.a[size_t(i)] + r0 * (la.row_major ? la.outer : 1);
-    int64_t a_rs = la.row_major ? la.outer : 1, a_cs = la.row_major ? 1 : la.outer;
-    if (strip_copy) {
-      strip.resize(size_t(K * m));
-      for (int64_t k = 0; k < K; ++k) std::copy(a_rows + k * la.outer, a_rows + k * la.outer + m, strip.data() + k * m);
-      a_rows = strip.data();
-      a_cs = m;
-    }
-    float* c = pc + i * M * Np + r0 * Np + c0;
-    const float* bi = b_of(i) + c0;
+    const int64_t a_rs = la.row_major ? la.outer : 1, a_cs = la.row_major ? 1 : la.outer;
+    float* c = pc + i * M * Np + r0 * Np;
     for (int64_t k0 = 0; k0 < K; k0 += kKBlock) {
       const int64_t kk = std::min(kKBlock, K - k0);
-      cpu::tile_gemm(cpu::CausalLimit::none, 0, m, n, kk, 1.0f, a_rows + k0 * a_cs, a_rs, a_cs, bi + k0 * ldb, ldb,
-                     /*accumulate=*/k0 > 0, c, Np);
+      const float* ak = a_rows + k0 * a_cs;
+      int64_t ak_cs = a_cs;
+      if (strip_copy) {  // the block's columns k0.. as m-float runs, side by side
+        strip.resize(size_t(kk * m));
+        for (int64_t k = 0; k < kk; ++k) std::copy(ak + k * a_cs, ak + k * a_cs + m, strip.data() + k * m);
+        ak = strip.data();
+        ak_cs = m;
+      }
+      for (int64_t c0 = c_begin; c0 < c_end; c0 += kColBlock) {
+        const auto [b, ldb] = b_at(i, k0, c0);
+        cpu::tile_gemm(cpu::CausalLimit::none, 0, m, std::min(kColBlock, c_end - c0), kk, 1.0f, ak, a_rs, ak_cs, b,
+                       ldb, /*accumulate=*/k0 > 0, c + c0, Np);
+      }
     }
   };
   const int64_t items = batch * row_blocks * col_blocks;
