@@ -1,21 +1,22 @@
-// CPU batched matrix product: one single-threaded GEMM call per tile of the output.
+// CPU batched matrix product.
 //
-// The GEMM is OpenBLAS's where the build found it, else Eigen's. On AVX-512 OpenBLAS's kernels run
-// 1.2-1.4x faster than Eigen's on one thread at the shapes of a GPT step (docs/benchmarks.md); the
-// rest of lathe's CPU math stays with Eigen and lathe's own loops.
+// f32, in a build for AVX2+FMA or AVX-512 (the default, -march=native): lathe's own register-tiled
+// kernel, tile_gemm (core/cpu/tile_gemm.h), driven by `batched_gemm_f32` below. f64 (gradient
+// checks), and f32 in a build for plain x86-64: one single-threaded BLAS call per tile of the
+// output, OpenBLAS's where the build found it, else Eigen's (`batched_gemm`).
 //
 // Both read a matrix in row-major (unit column stride) or column-major (unit row stride) order
-// with an outer stride, so plain and transposed views go to GEMM without a copy; only a view that
+// with an outer stride, so plain and transposed views need no copy of the tensor; only a view that
 // is neither (e.g. a strided slice in both dims) is copied first. Batch dims are walked by
 // offsets: a broadcast (stride-0) batch dim is never materialised.
 //
-// Threads: every product splits into tiles of its output by its shape alone (`tiling_of`), and the
-// tiles (of every batch element) are spread over OpenMP threads, each computed by one GEMM call on
-// one thread. The library's own threading is off: a threaded GEMM picks its blocking, and so the
-// order in which it sums over the inner dim, from the thread count, which made a product's bits
-// depend on how many threads ran it. With a fixed tiling every thread count computes every element
-// the same way, so the thread count (which train and bench change with the machine's load) never
-// changes a result.
+// Threads never change a result (train and bench change the thread count with the machine's load):
+//   - tile_gemm sums each element of C over k in order, in k-blocks fixed by the shape, whatever
+//     block of C it falls in, so the blocks may follow the thread count;
+//   - a BLAS picks its blocking, and so the order in which it sums over k, from the shape of each
+//     call (OpenBLAS: differently where a tile boundary falls, for shapes that are not multiples of
+//     its unrolling), so its tiles are cut by the product's shape alone (`tiling_of`) and only their
+//     assignment to threads follows the thread count. The library's own threading is off.
 
 // GCC 12 reports a false "may be used uninitialized" inside Eigen's AVX-512 GEMM kernels.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -216,19 +217,27 @@ void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
 
 // ---- f32: lathe's own register-tiled kernel ----
 //
-// f32 products run on tile_gemm (core/cpu/tile_gemm.h): a tile of C stays in registers while the
-// inner dim is walked, A read by broadcasts (either layout), B in unit-stride rows. Each element
-// of C is summed over k in order, one k-block of kKBlock at a time, so where the rows and columns
-// of C are cut between threads never changes a bit: the cut may follow the thread count. At the
-// shapes of a GPT step it ran 10-13% faster than OpenBLAS's sgemm on one thread (no operand is
-// packed per tile and no zeroing pass comes before the sum; docs/benchmarks.md).
+// tile_gemm keeps a tile of C in registers while the inner dim is walked, reading A by broadcasts
+// (either layout) and B in unit-stride rows. Each element of C is summed over k in order, one
+// k-block of kKBlock at a time, so where the rows and columns of C are cut between threads never
+// changes a bit. At the shapes of a GPT step it runs 0-15% faster than OpenBLAS's sgemm on one
+// thread (examples/bench_kernels; docs/benchmarks.md): nothing is packed again per tile, no
+// zeroing pass comes before the sum, and the blocks of C follow the thread count.
 //
-// What it needs of the operands, and what is arranged for it here:
-//   B  unit-stride rows of whole vectors: a column-major B (x @ w^T) or a width that is not a
-//      multiple of a vector is packed once per product into a zero-padded [K, Np] copy;
-//   A  any layout; a column-major A (dy^T @ x) with a long inner dim is copied strip by strip, as
+// What the kernel needs of the operands, and what is arranged for it here:
+//   B  unit-stride rows of whole vectors: a column-major B (x @ w^T), a width that is not a
+//      multiple of a vector, or rows far apart are packed once per product into panels;
+//   A  any layout; a column-major A (dy^T @ x) with a long inner dim is copied block by block, as
 //      its column k lies a whole row of storage away from column k + 1 (a TLB miss per k);
 //   C  a width that is not a multiple of a vector goes to a padded scratch, copied out after.
+
+// Built for plain x86-64 (LATHE_NATIVE=OFF), tile_gemm's vectors are emulated with SSE and the
+// runtime-dispatched BLAS is the faster choice.
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+constexpr bool kOwnF32Kernel = true;
+#else
+constexpr bool kOwnF32Kernel = false;
+#endif
 
 constexpr int64_t kLanes = cpu::kTileGemmLanes;
 // The inner dim in blocks of kKBlock: a block's B panel (kKBlock x kColBlock floats, 128 KiB) stays
@@ -317,7 +326,6 @@ void batched_gemm_f32(const Tensor& a, const Tensor& b, const Tensor& out) {
   const int64_t col_ranges =
       std::clamp<int64_t>((want_items + batch * row_blocks - 1) / (batch * row_blocks), 1, col_blocks_all);
   const int64_t range_blocks = (col_blocks_all + col_ranges - 1) / col_ranges;  // column blocks per range
-  const int64_t col_blocks = col_ranges;
   const bool strip_copy = !la.row_major && K >= kStripCopyMinK;
 
   auto run = [&](int64_t w, std::vector<float>& strip) {
@@ -345,7 +353,7 @@ void batched_gemm_f32(const Tensor& a, const Tensor& b, const Tensor& out) {
       }
     }
   };
-  const int64_t items = batch * row_blocks * col_blocks;
+  const int64_t items = batch * row_blocks * col_ranges;
   if (items == 1 || threads == 1) {
     std::vector<float> strip;
     for (int64_t w = 0; w < items; ++w) run(w, strip);
@@ -385,15 +393,16 @@ void CpuBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& ou
     // 16-bit floats multiply in f32: convert, multiply, round once at the end.
     Tensor a32 = compact_copy(a_in, DType::f32), b32 = compact_copy(b_in, DType::f32);
     Tensor o32 = Tensor::empty(out.shape(), DType::f32, out.device());
-    batched_gemm_f32(a32, b32, o32);
+    if constexpr (kOwnF32Kernel) batched_gemm_f32(a32, b32, o32);
+    else batched_gemm<float>(a32, b32, o32);
     copy(o32, out);
     return;
   }
   Tensor a = layout_of(a_in).usable ? a_in : compact_copy(a_in, a_in.dtype());
   Tensor b = layout_of(b_in).usable ? b_in : compact_copy(b_in, b_in.dtype());
   LATHE_DISPATCH_FLOAT(a.dtype(), "matmul", [&]<class T>() {
-    if constexpr (std::is_same_v<T, float>) batched_gemm_f32(a, b, out);
-    else if constexpr (std::is_same_v<T, double>) batched_gemm<T>(a, b, out);
+    if constexpr (std::is_same_v<T, float> && kOwnF32Kernel) batched_gemm_f32(a, b, out);
+    else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) batched_gemm<T>(a, b, out);
   });
 }
 

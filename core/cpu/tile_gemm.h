@@ -1,10 +1,13 @@
-// The small f32 matrix products of causal attention, register-blocked, on the calling thread.
+// lathe's f32 matrix product kernel, register-tiled, on the calling thread: every f32 product of
+// the CPU backend (core/cpu/matmul.cpp cuts products into blocks and calls this per block) and the
+// small products of causal attention (core/cpu/attention_kernels.cpp).
 //
-// A head's products are tiny (64 queries x 64..T keys x a head size of 32 or 64): a BLAS call packs
-// both operands and dispatches for each, and at these sizes that overhead held the fused kernels to
-// 40-65% of the GEMM rate. Here a tile of kRows rows x up to kVectors vectors of C stays in
-// registers while the inner dim is walked once, reading A by broadcasts (so A may be stored either
-// way round, e.g. P or P^T) and B in unit-stride rows.
+// A tile of kRows rows x up to kVectors vectors of C stays in registers while the inner dim is
+// walked once, reading A by broadcasts (so A may be stored either way round, e.g. P or P^T) and B
+// in unit-stride rows. Nothing is packed here: the caller lays B out so that its rows are near
+// each other in memory. A head's products are tiny (64 queries x 64..T keys x a head size of 32
+// or 64), where a BLAS call's packing and dispatch held the fused kernels to 40-65% of the GEMM
+// rate.
 //
 // The causal mask also bounds the work per tile of rows, through `CausalLimit`:
 //   cols_to_row  row r needs columns < offset + r + 1 (scores: the keys its query sees)
