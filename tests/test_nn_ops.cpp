@@ -60,6 +60,44 @@ TEST_CASE("matmul: strided views need no contiguous copy to be right") {
   for (int i = 0; i < 3; ++i) close(batched.select(0, i));
 }
 
+// The f32 product's paths (core/cpu/matmul.cpp): B packed into panels (transposed, a width that is
+// not whole vectors, rows far apart), A copied block by block (column-major with K >= 1024), several
+// k-blocks, a padded output, batches; each against the f64 product of the same values, and bitwise
+// the same at 1, 2 and 3 threads.
+TEST_CASE("matmul: f32 against f64 on every operand layout, the same bits at any thread count") {
+  struct Case {
+    int64_t M, N, K;
+  };
+  const Case cases[] = {{1, 1, 1},     {5, 7, 3},     {17, 33, 65},  {100, 70, 129}, {64, 16, 1030},
+                        {30, 600, 40}, {48, 96, 1100}, {7, 130, 520}, {200, 17, 9}};
+  uint64_t seed = 10;
+  for (const Case& c : cases)
+    for (int layout = 0; layout < 4; ++layout) {
+      const bool ta = layout & 1, tb = layout & 2;
+      // A stored as [M, K] or as [K, M] and viewed transposed; likewise B.
+      Tensor a = ta ? Tensor::randn({c.K, c.M}, seed++).t() : Tensor::randn({c.M, c.K}, seed++);
+      Tensor b = tb ? Tensor::randn({c.N, c.K}, seed++).t() : Tensor::randn({c.K, c.N}, seed++);
+      INFO("M ", c.M, " N ", c.N, " K ", c.K, " A ", ta ? "column" : "row", "-major, B ", tb ? "column" : "row",
+           "-major");
+      const std::vector<double> want = matmul(a.to(DType::f64), b.to(DType::f64)).to_vector<double>();
+      const std::vector<float> one = with_threads(1, [&] { return matmul(a, b).to_vector<float>(); });
+      double worst = 0;
+      for (size_t i = 0; i < want.size(); ++i)
+        worst = std::max(worst, std::fabs(double(one[i]) - want[i]) / std::sqrt(double(c.K)));
+      CHECK(worst < 1e-5);  // randn entries: each of K terms rounds at 2^-24 of its size
+      CHECK(with_threads(2, [&] { return matmul(a, b).to_vector<float>(); }) == one);
+      CHECK(with_threads(3, [&] { return matmul(a, b).to_vector<float>(); }) == one);
+    }
+  // A batch whose B differs per element (packed once each) and one whose B is shared.
+  Tensor a = Tensor::randn({3, 20, 40}, 1), b = Tensor::randn({3, 33, 40}, 2).transpose(1, 2);
+  Tensor got = matmul(a, b), shared = matmul(a, b.select(0, 1));
+  for (int64_t i = 0; i < 3; ++i) {
+    const std::vector<float> g = got.select(0, i).to_vector<float>(), w = matmul(a.select(0, i), b.select(0, i)).to_vector<float>();
+    CHECK(g == w);
+    CHECK(shared.select(0, i).to_vector<float>() == matmul(a.select(0, i), b.select(0, 1)).to_vector<float>());
+  }
+}
+
 TEST_CASE("matmul: gradcheck with broadcasting and 1-D operands") {
   auto mm = [](const std::vector<Tensor>& x) { return matmul(x[0], x[1]); };
   check_grad(mm, {randn64({3, 4}, 1), randn64({4, 2}, 2)});

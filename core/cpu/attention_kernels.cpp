@@ -25,6 +25,7 @@
 #include "core/cpu/gemm.h"
 #include "core/cpu/loops.h"
 #include "core/cpu/row_math.h"
+#include "core/cpu/transpose.h"
 #include "core/kernel_profile.h"
 
 namespace lathe {
@@ -78,8 +79,7 @@ void product(CausalLimit limit, int64_t offset, int64_t m, int64_t n, int64_t k,
 // out [hs x T] = the head's [T x hs] matrix transposed.
 template <class T>
 void transpose_into(const HeadView<T>& x, int64_t Tn, int64_t hs, T* out) {
-  for (int64_t d = 0; d < hs; ++d)
-    for (int64_t i = 0; i < Tn; ++i) out[d * Tn + i] = x.data[i * x.row_stride + d];
+  cpu::transpose(x.data, x.row_stride, Tn, hs, out, Tn);
 }
 
 template <class T>

@@ -27,6 +27,7 @@
 
 #include "core/cpu/gemm.h"
 #include "core/cpu/tile_gemm.h"
+#include "core/cpu/transpose.h"
 #include "core/cpu/loops.h"
 #include "core/kernel_profile.h"
 
@@ -266,12 +267,8 @@ void pack_b(const float* src, const MatrixLayout& lb, int64_t K, int64_t N, int6
       float* panel = dst + p * K * kColBlock;
       if (lb.row_major) {
         for (int64_t k = k0; k < k1; ++k) std::copy(src + k * lb.outer + c0, src + k * lb.outer + c0 + real, panel + k * width);
-      } else {
-        // 16 x 16 blocks keep the reads (a column of B is contiguous in k) and the writes in cache.
-        for (int64_t kb = k0; kb < k1; kb += 16)
-          for (int64_t jb = 0; jb < real; jb += 16)
-            for (int64_t j = jb; j < std::min(real, jb + 16); ++j)
-              for (int64_t k = kb; k < std::min(k1, kb + 16); ++k) panel[k * width + j] = src[(c0 + j) * lb.outer + k];
+      } else {  // column j of B is contiguous in k
+        cpu::transpose(src + c0 * lb.outer + k0, lb.outer, real, k1 - k0, panel + k0 * width, width);
       }
       for (int64_t k = k0; k < k1; ++k) std::fill(panel + k * width + real, panel + (k + 1) * width, 0.0f);
     }
