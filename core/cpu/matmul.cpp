@@ -221,9 +221,11 @@ void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
 // tile_gemm keeps a tile of C in registers while the inner dim is walked, reading A by broadcasts
 // (either layout) and B in unit-stride rows. Each element of C is summed over k in order, one
 // k-block of kKBlock at a time, so where the rows and columns of C are cut between threads never
-// changes a bit. At the shapes of a GPT step it runs 0-15% faster than OpenBLAS's sgemm on one
-// thread (examples/bench_kernels; docs/benchmarks.md): nothing is packed again per tile, no
-// zeroing pass comes before the sum, and the blocks of C follow the thread count.
+// changes a bit. At the shapes of a GPT step it runs from 6% slower (char's lm_head weight
+// gradient) to 15% faster than OpenBLAS's sgemm on one thread (examples/bench_kernels;
+// docs/benchmarks.md), and further ahead of OpenBLAS's shape-fixed tiles on several threads:
+// nothing is packed again per tile, no zeroing pass comes before the sum, and the blocks of C
+// follow the thread count.
 //
 // What the kernel needs of the operands, and what is arranged for it here:
 //   B  unit-stride rows of whole vectors: a column-major B (x @ w^T), a width that is not a
