@@ -265,10 +265,14 @@ void pack_b(const float* src, const MatrixLayout& lb, int64_t K, int64_t N, int6
   cpu::parallel_for(panels * k_chunks, 1, [&](int64_t w0, int64_t w1) {
     for (int64_t w = w0; w < w1; ++w) {
       const int64_t p = w / k_chunks, k0 = w % k_chunks * 64, k1 = std::min(K, k0 + 64);
-      const int64_t c0 = p * kColBlock, width = std::min(kColBlock, Np - c0), real = std::clamp<int64_t>(N - c0, 0, width);
+      const int64_t c0 = p * kColBlock, width = std::min(kColBlock, Np - c0);
+      const int64_t real = std::clamp<int64_t>(N - c0, 0, width);  // columns of B, the rest is padding
       float* panel = dst + p * K * kColBlock;
       if (lb.row_major) {
-        for (int64_t k = k0; k < k1; ++k) std::copy(src + k * lb.outer + c0, src + k * lb.outer + c0 + real, panel + k * width);
+        for (int64_t k = k0; k < k1; ++k) {
+          const float* row = src + k * lb.outer + c0;
+          std::copy(row, row + real, panel + k * width);
+        }
       } else {  // column j of B is contiguous in k
         cpu::transpose(src + c0 * lb.outer + k0, lb.outer, real, k1 - k0, panel + k0 * width, width);
       }
