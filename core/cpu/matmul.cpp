@@ -112,20 +112,31 @@ Tensor compact_copy(const Tensor& t, DType dtype) {
   return dst.expand(t.shape());
 }
 
-// The offsets of each batch element's A and B matrices, by an odometer over the batch dims.
-struct BatchOffsets {
-  std::vector<int64_t> a, b;
+// What both drivers need to know of a product out[..., M, N] = a[..., M, K] @ b[..., K, N]: its
+// dims, its operands' layouts, and the offsets of each batch element's A and B matrices (by an
+// odometer over the batch dims).
+struct Product {
+  int64_t M, N, K, batch;
+  MatrixLayout la, lb;
+  std::vector<int64_t> a_off, b_off;
 };
 
-BatchOffsets batch_offsets(const Tensor& a, const Tensor& b, const Tensor& out) {
+Product product_of(const Tensor& a, const Tensor& b, const Tensor& out) {
   const int64_t nd = out.dim();
-  const int64_t batch = out.numel() / std::max<int64_t>(out.shape()[size_t(nd - 2)] * out.shape()[size_t(nd - 1)], 1);
-  BatchOffsets off{std::vector<int64_t>(size_t(batch)), std::vector<int64_t>(size_t(batch))};
+  Product p;
+  p.M = out.shape()[size_t(nd - 2)];
+  p.N = out.shape()[size_t(nd - 1)];
+  p.K = a.shape()[size_t(nd - 1)];
+  p.batch = out.numel() / std::max<int64_t>(p.M * p.N, 1);
+  p.la = layout_of(a);
+  p.lb = layout_of(b);
+  p.a_off.resize(size_t(p.batch));
+  p.b_off.resize(size_t(p.batch));
   std::vector<int64_t> idx(size_t(std::max<int64_t>(nd - 2, 0)), 0);
   int64_t ao = 0, bo = 0;
-  for (int64_t i = 0; i < batch; ++i) {
-    off.a[size_t(i)] = ao;
-    off.b[size_t(i)] = bo;
+  for (int64_t i = 0; i < p.batch; ++i) {
+    p.a_off[size_t(i)] = ao;
+    p.b_off[size_t(i)] = bo;
     for (int64_t d = nd - 3; d >= 0; --d) {
       const size_t du = size_t(d);
       ao += a.strides()[du];
@@ -136,7 +147,7 @@ BatchOffsets batch_offsets(const Tensor& a, const Tensor& b, const Tensor& out) 
       idx[du] = 0;
     }
   }
-  return off;
+  return p;
 }
 
 // C (M x N, row-major, rows ldc apart) = A (M x K) * B (K x N), on the calling thread. An operand
@@ -181,14 +192,10 @@ Tiling tiling_of(int64_t M, int64_t N, int64_t K) {
 
 template <class T>
 void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
-  const int64_t nd = out.dim();
-  const int64_t M = out.shape()[size_t(nd - 2)], N = out.shape()[size_t(nd - 1)];
-  const int64_t K = a.shape()[size_t(nd - 1)];
-  const MatrixLayout la = layout_of(a), lb = layout_of(b);
-
-  const int64_t batch = out.numel() / std::max<int64_t>(M * N, 1);
-  const BatchOffsets off = batch_offsets(a, b, out);
-  const std::vector<int64_t>&a_off = off.a, &b_off = off.b;
+  const Product pr = product_of(a, b, out);
+  const int64_t M = pr.M, N = pr.N, K = pr.K, batch = pr.batch;
+  const MatrixLayout &la = pr.la, &lb = pr.lb;
+  const std::vector<int64_t>&a_off = pr.a_off, &b_off = pr.b_off;
 
   const T* pa = static_cast<const T*>(a.data_ptr());
   const T* pb = static_cast<const T*>(b.data_ptr());
@@ -282,12 +289,10 @@ void pack_b(const float* src, const MatrixLayout& lb, int64_t K, int64_t N, int6
 }
 
 void batched_gemm_f32(const Tensor& a, const Tensor& b, const Tensor& out) {
-  const int64_t nd = out.dim();
-  const int64_t M = out.shape()[size_t(nd - 2)], N = out.shape()[size_t(nd - 1)];
-  const int64_t K = a.shape()[size_t(nd - 1)];
-  const MatrixLayout la = layout_of(a), lb = layout_of(b);
-  const int64_t batch = out.numel() / std::max<int64_t>(M * N, 1);
-  const BatchOffsets off = batch_offsets(a, b, out);
+  const Product pr = product_of(a, b, out);
+  const int64_t M = pr.M, N = pr.N, K = pr.K, batch = pr.batch;
+  const MatrixLayout &la = pr.la, &lb = pr.lb;
+  const std::vector<int64_t>&a_off = pr.a_off, &b_off = pr.b_off;
   const float* pa = static_cast<const float*>(a.data_ptr());
   const float* pb = static_cast<const float*>(b.data_ptr());
 
@@ -295,17 +300,17 @@ void batched_gemm_f32(const Tensor& a, const Tensor& b, const Tensor& out) {
   // (one set per distinct B: a weight broadcast over the batch is packed once).
   const int64_t Np = (N + kLanes - 1) / kLanes * kLanes;
   const bool packed = !lb.row_major || Np != N || lb.outer > kMaxUnpackedRow;
-  const bool shared_b = std::all_of(off.b.begin(), off.b.end(), [&](int64_t o) { return o == off.b[0]; });
+  const bool shared_b = std::all_of(b_off.begin(), b_off.end(), [&](int64_t o) { return o == b_off[0]; });
   Tensor b_packed;
   if (packed) {
     const int64_t copies = shared_b ? 1 : batch;
     b_packed = Tensor::empty({copies, K, Np}, DType::f32, out.device());
     for (int64_t i = 0; i < copies; ++i)
-      pack_b(pb + off.b[size_t(i)], lb, K, N, Np, static_cast<float*>(b_packed.data_ptr()) + i * K * Np);
+      pack_b(pb + b_off[size_t(i)], lb, K, N, Np, static_cast<float*>(b_packed.data_ptr()) + i * K * Np);
   }
   // Batch element i's B from row k0, column c0 (a multiple of kColBlock), and its row stride.
   auto b_at = [&](int64_t i, int64_t k0, int64_t c0) -> std::pair<const float*, int64_t> {
-    if (!packed) return {pb + off.b[size_t(i)] + k0 * lb.outer + c0, lb.outer};
+    if (!packed) return {pb + b_off[size_t(i)] + k0 * lb.outer + c0, lb.outer};
     const int64_t width = std::min(kColBlock, Np - c0);
     const float* panel = static_cast<const float*>(b_packed.data_ptr()) + (shared_b ? 0 : i * K * Np) + c0 * K;
     return {panel + k0 * width, width};
@@ -336,7 +341,7 @@ void batched_gemm_f32(const Tensor& a, const Tensor& b, const Tensor& out) {
     const int64_t r0 = rb * row_block, m = std::min(row_block, M - r0);
     const int64_t c_begin = cr * range_blocks * kColBlock, c_end = std::min(Np, c_begin + range_blocks * kColBlock);
     // A's rows r0.. : element (r, k) at a_rows[r * a_rs + k * a_cs].
-    const float* a_rows = pa + off.a[size_t(i)] + r0 * (la.row_major ? la.outer : 1);
+    const float* a_rows = pa + a_off[size_t(i)] + r0 * (la.row_major ? la.outer : 1);
     const int64_t a_rs = la.row_major ? la.outer : 1, a_cs = la.row_major ? 1 : la.outer;
     float* c = pc + i * M * Np + r0 * Np;
     for (int64_t k0 = 0; k0 < K; k0 += kKBlock) {
