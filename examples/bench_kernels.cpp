@@ -1,7 +1,7 @@
 // Kernel benchmark: how close lathe's CPU kernels come to what the hardware and Eigen can do,
 // for the current thread count (OMP_NUM_THREADS).
 //
-//   bench_kernels [--reps N]
+//   bench_kernels [--reps N] [--section S]    (S: 1-4, one section only)
 //
 // (1) f32 matmul 1024 x 1024 x 1024: lathe::matmul against a plain Eigen product (noalias) in
 //     the same run; target lathe >= 90% of Eigen. The kernel is also timed into a preallocated
@@ -13,6 +13,9 @@
 //     Linear's forward x @ w^T, input gradient dy @ w and weight gradient dy^T @ x), lathe's
 //     matmul kernel against one call of the BLAS GEMM the build found (OpenBLAS or Eigen) on the
 //     calling thread: the BLAS column only at 1 thread, as the BLAS keeps to one thread here.
+// (4) causal attention of the same presets, forward and backward, on q, k and v as head views of
+//     one [B, T, 3C] projection (as the model calls it), GFLOP/s of the products over the keys
+//     each query sees.
 // Each figure is the median of the repetitions after one warm-up run.
 #include <omp.h>
 
@@ -21,6 +24,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -65,15 +69,17 @@ void verdict(const char* what, double ratio, double target) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int reps = 15;
+  int reps = 15, only = 0;
+  auto run = [&](int section) { return only == 0 || only == section; };
   for (int i = 1; i + 1 < argc; ++i)
     if (std::string(argv[i]) == "--reps") reps = std::max(1, std::atoi(argv[i + 1]));
+    else if (std::string(argv[i]) == "--section") only = std::atoi(argv[i + 1]);
 
   std::printf("bench_kernels: %d OpenMP threads, Eigen %d.%d.%d, median of %d reps\n", omp_get_max_threads(),
               EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION, reps);
 
   // ---- (1) matmul ----
-  {
+  if (run(1)) {
     constexpr int64_t n = 1024;
     const double flop = 2.0 * n * n * n;
     Tensor a = Tensor::randn({n, n}, 1), b = Tensor::randn({n, n}, 2), c = Tensor::empty({n, n});
@@ -93,7 +99,7 @@ int main(int argc, char** argv) {
   }
 
   // ---- (2) elementwise add vs copy ----
-  {
+  if (run(2)) {
     constexpr int64_t n = int64_t(1) << 24;
     const double mb = double(n) * sizeof(float);
     Tensor a = Tensor::randn({n}, 3), b = Tensor::randn({n}, 4);
@@ -123,7 +129,7 @@ int main(int argc, char** argv) {
   }
 
   // ---- (3) the products of a GPT step ----
-  {
+  if (run(3)) {
     struct Layer {
       const char* preset;
       int64_t rows, in, out;  // rows: batch x block
@@ -163,6 +169,38 @@ int main(int argc, char** argv) {
         if (one_thread) std::printf(" / %5.1f", flop / t[1] * 1e-9);
       }
       std::printf("\n");
+    }
+  }
+
+  // ---- (4) causal attention ----
+  if (run(4)) {
+    struct Shape4 {
+      const char* preset;
+      int64_t B, H, T, hs;
+    };
+    const Shape4 shapes[] = {{"nanogpt-cpu", 12, 4, 64, 32}, {"small", 16, 4, 128, 32}, {"char", 8, 6, 256, 64}};
+    Backend& cpu = backend_for(Device::cpu());
+    std::printf("causal attention, f32 GFLOP/s of the visible products (ms per call)\n");
+    for (const Shape4& s : shapes) {
+      const int64_t C = s.H * s.hs;
+      auto heads = [&](const Tensor& t, int64_t i) {
+        return t.narrow(2, i * C, C).view({s.B, s.T, s.H, s.hs}).transpose(1, 2);
+      };
+      Tensor qkv = Tensor::randn({s.B, s.T, 3 * C}, 8), gqkv = Tensor::empty({s.B, s.T, 3 * C});
+      Tensor out = Tensor::empty({s.B, s.T, s.H, s.hs}).transpose(1, 2), lse = Tensor::empty({s.B, s.H, s.T});
+      Tensor gout = Tensor::randn({s.B, s.T, s.H, s.hs}, 9).transpose(1, 2);
+      const double scale = 1.0 / std::sqrt(double(s.hs));
+      const auto t = median_seconds(
+          reps, {[&] { cpu.causal_attention(heads(qkv, 0), heads(qkv, 1), heads(qkv, 2), scale, out, lse); },
+                 [&] {
+                   cpu.causal_attention_backward(heads(qkv, 0), heads(qkv, 1), heads(qkv, 2), out, lse, gout, scale,
+                                                 heads(gqkv, 0), heads(gqkv, 1), heads(gqkv, 2));
+                 }});
+      // Per head: the forward's two products over the T (T + 1) / 2 visible (query, key) pairs;
+      // the backward's four.
+      const double fwd = double(s.B * s.H) * 4.0 * double(s.T) * double(s.T + 1) / 2.0 * double(s.hs);
+      std::printf("  %-24s  forward %6.1f (%.3f ms)  backward %6.1f (%.3f ms)\n", s.preset, fwd / t[0] * 1e-9,
+                  t[0] * 1e3, 2 * fwd / t[1] * 1e-9, t[1] * 1e3);
     }
   }
   return 0;

@@ -14,7 +14,8 @@
 //
 // f32 products are tile_gemm's (core/cpu/tile_gemm.h), which reads B in unit-stride rows:
 // K and V are transposed once per head for the products that take K^T and V^T. f64 (gradchecks)
-// takes the BLAS GEMM over the whole blocks.
+// takes the BLAS GEMM over the whole blocks. The scratch is the thread's own, kept from call to call
+// (core/cpu/thread_scratch.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -25,6 +26,7 @@
 #include "core/cpu/gemm.h"
 #include "core/cpu/loops.h"
 #include "core/cpu/row_math.h"
+#include "core/cpu/thread_scratch.h"
 #include "core/cpu/transpose.h"
 #include "core/kernel_profile.h"
 
@@ -88,17 +90,18 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, T scal
   const int64_t B = q.size(0), H = q.size(1), Tn = q.size(2), hs = q.size(3);
   T* plse = static_cast<T*>(lse.data_ptr());
   cpu::parallel_for(B * H, 1, [&](int64_t w0, int64_t w1) {
-    std::vector<T> s(size_t(kQueryBlock * Tn)), kt(size_t(hs * Tn));
+    T* const s = cpu::thread_scratch<T>(size_t((kQueryBlock + hs) * Tn));  // scores, then probabilities
+    T* const kt = s + kQueryBlock * Tn;                                     // the head's K transposed
     for (int64_t w = w0; w < w1; ++w) {
       const int64_t b = w / H, h = w % H;
       const HeadView<T> Q = head<T>(q, b, h), K = head<T>(k, b, h), V = head<T>(v, b, h), O = head<T>(out, b, h);
-      transpose_into(K, Tn, hs, kt.data());
+      transpose_into(K, Tn, hs, kt);
       for (int64_t i0 = 0; i0 < Tn; i0 += kQueryBlock) {
         const int64_t m = std::min(kQueryBlock, Tn - i0), n = i0 + m;  // n: keys the block's last query sees
         product<T>(CausalLimit::cols_to_row, i0, m, n, hs, scale, Q.data + i0 * Q.row_stride, Q.row_stride, 1,
-                   kt.data(), Tn, false, s.data(), n);
+                   kt, Tn, false, s, n);
         for (int64_t r = 0; r < m; ++r) {
-          T* row = s.data() + r * n;
+          T* row = s + r * n;
           const int64_t visible = i0 + r + 1, padded = padded_length(visible, n);
           std::fill(row + visible, row + padded, -std::numeric_limits<T>::infinity());  // exp makes them 0
           const T mx = cpu::row_max(row, padded);
@@ -108,7 +111,7 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, T scal
           std::fill(row + padded, row + n, T(0));
           plse[w * Tn + i0 + r] = mx + std::log(sum);
         }
-        product<T>(CausalLimit::k_to_row, i0, m, hs, n, T(1), s.data(), n, 1, V.data, V.row_stride, false,
+        product<T>(CausalLimit::k_to_row, i0, m, hs, n, T(1), s, n, 1, V.data, V.row_stride, false,
                    O.data + i0 * O.row_stride, O.row_stride);
       }
     }
@@ -121,15 +124,17 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   const int64_t B = q.size(0), H = q.size(1), Tn = q.size(2), hs = q.size(3);
   const T* plse = static_cast<const T*>(lse.data_ptr());
   cpu::parallel_for(B * H, 1, [&](int64_t w0, int64_t w1) {
-    std::vector<T> p(size_t(kQueryBlock * Tn)), dp(size_t(kQueryBlock * Tn));
-    std::vector<T> kt(size_t(hs * Tn)), vt(size_t(hs * Tn));
-    std::vector<T> d(static_cast<size_t>(kQueryBlock));  // rowsum(dO * O) of the block's queries
+    T* const p = cpu::thread_scratch<T>(size_t(2 * (kQueryBlock + hs) * Tn));  // P, dP then dS, K^T, V^T
+    T* const dp = p + kQueryBlock * Tn;
+    T* const kt = dp + kQueryBlock * Tn;
+    T* const vt = kt + hs * Tn;
+    T d[kQueryBlock];  // rowsum(dO * O) of the block's queries
     for (int64_t w = w0; w < w1; ++w) {
       const int64_t b = w / H, h = w % H;
       const HeadView<T> Q = head<T>(q, b, h), K = head<T>(k, b, h), V = head<T>(v, b, h), O = head<T>(out, b, h);
       const HeadView<T> dO = head<T>(gout, b, h), dQ = head<T>(gq, b, h), dK = head<T>(gk, b, h), dV = head<T>(gv, b, h);
-      transpose_into(K, Tn, hs, kt.data());
-      transpose_into(V, Tn, hs, vt.data());
+      transpose_into(K, Tn, hs, kt);
+      transpose_into(V, Tn, hs, vt);
       for (int64_t i = 0; i < Tn; ++i) {
         std::fill(dK.data + i * dK.row_stride, dK.data + i * dK.row_stride + hs, T(0));
         std::fill(dV.data + i * dV.row_stride, dV.data + i * dV.row_stride + hs, T(0));
@@ -138,32 +143,30 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
         const int64_t m = std::min(kQueryBlock, Tn - i0), n = i0 + m;
         const T* q_blk = Q.data + i0 * Q.row_stride;
         const T* do_blk = dO.data + i0 * dO.row_stride;
-        product<T>(CausalLimit::cols_to_row, i0, m, n, hs, scale, q_blk, Q.row_stride, 1, kt.data(), Tn, false,
-                   p.data(), n);
+        product<T>(CausalLimit::cols_to_row, i0, m, n, hs, scale, q_blk, Q.row_stride, 1, kt, Tn, false, p, n);
         for (int64_t r = 0; r < m; ++r) {
-          T* row = p.data() + r * n;
+          T* row = p + r * n;
           const int64_t visible = i0 + r + 1, padded = padded_length(visible, n);
           const T l = plse[w * Tn + i0 + r];
           std::fill(row + visible, row + padded, -std::numeric_limits<T>::infinity());
           for (int64_t j = 0; j < padded; ++j) row[j] = cpu::exp_c(row[j] - l);
           std::fill(row + padded, row + n, T(0));
-          d[size_t(r)] = cpu::row_dot<T>(do_blk + r * dO.row_stride, O.data + (i0 + r) * O.row_stride, hs);
+          d[r] = cpu::row_dot<T>(do_blk + r * dO.row_stride, O.data + (i0 + r) * O.row_stride, hs);
         }
         // Rows of P^T are keys; key j has non-zero P only for the block's queries from j - i0 on.
-        product<T>(CausalLimit::k_from_row, i0, n, hs, m, T(1), p.data(), 1, n, do_blk, dO.row_stride, true, dV.data,
+        product<T>(CausalLimit::k_from_row, i0, n, hs, m, T(1), p, 1, n, do_blk, dO.row_stride, true, dV.data,
                    dV.row_stride);
-        product<T>(CausalLimit::cols_to_row, i0, m, n, hs, T(1), do_blk, dO.row_stride, 1, vt.data(), Tn, false,
-                   dp.data(), n);
+        product<T>(CausalLimit::cols_to_row, i0, m, n, hs, T(1), do_blk, dO.row_stride, 1, vt, Tn, false, dp, n);
         for (int64_t r = 0; r < m; ++r) {
-          T* ds = dp.data() + r * n;
-          const T* pr = p.data() + r * n;
+          T* ds = dp + r * n;
+          const T* pr = p + r * n;
           const int64_t padded = padded_length(i0 + r + 1, n);  // P is 0 past the visible keys
-          for (int64_t j = 0; j < padded; ++j) ds[j] = pr[j] * (ds[j] - d[size_t(r)]);
+          for (int64_t j = 0; j < padded; ++j) ds[j] = pr[j] * (ds[j] - d[r]);
           std::fill(ds + padded, ds + n, T(0));
         }
-        product<T>(CausalLimit::k_to_row, i0, m, hs, n, scale, dp.data(), n, 1, K.data, K.row_stride, false,
+        product<T>(CausalLimit::k_to_row, i0, m, hs, n, scale, dp, n, 1, K.data, K.row_stride, false,
                    dQ.data + i0 * dQ.row_stride, dQ.row_stride);
-        product<T>(CausalLimit::k_from_row, i0, n, hs, m, scale, dp.data(), 1, n, q_blk, Q.row_stride, true, dK.data,
+        product<T>(CausalLimit::k_from_row, i0, n, hs, m, scale, dp, 1, n, q_blk, Q.row_stride, true, dK.data,
                    dK.row_stride);
       }
     }

@@ -29,6 +29,7 @@
 #include "core/cpu/tile_gemm.h"
 #include "core/cpu/transpose.h"
 #include "core/cpu/loops.h"
+#include "core/cpu/thread_scratch.h"
 #include "core/kernel_profile.h"
 
 namespace lathe {
@@ -336,7 +337,7 @@ void batched_gemm_f32(const Tensor& a, const Tensor& b, const Tensor& out) {
   const int64_t range_blocks = (col_blocks_all + col_ranges - 1) / col_ranges;  // column blocks per range
   const bool strip_copy = !la.row_major && K >= kStripCopyMinK;
 
-  auto run = [&](int64_t w, std::vector<float>& strip) {
+  auto run = [&](int64_t w) {
     const int64_t i = w / (row_blocks * col_ranges), rb = (w / col_ranges) % row_blocks, cr = w % col_ranges;
     const int64_t r0 = rb * row_block, m = std::min(row_block, M - r0);
     const int64_t c_begin = cr * range_blocks * kColBlock, c_end = std::min(Np, c_begin + range_blocks * kColBlock);
@@ -349,9 +350,9 @@ void batched_gemm_f32(const Tensor& a, const Tensor& b, const Tensor& out) {
       const float* ak = a_rows + k0 * a_cs;
       int64_t ak_cs = a_cs;
       if (strip_copy) {  // the block's columns k0.. as m-float runs, side by side
-        strip.resize(size_t(kk * m));
-        for (int64_t k = 0; k < kk; ++k) std::copy(ak + k * a_cs, ak + k * a_cs + m, strip.data() + k * m);
-        ak = strip.data();
+        float* strip = cpu::thread_scratch<float>(size_t(kKBlock * kMaxRowBlock));
+        for (int64_t k = 0; k < kk; ++k) std::copy(ak + k * a_cs, ak + k * a_cs + m, strip + k * m);
+        ak = strip;
         ak_cs = m;
       }
       for (int64_t c0 = c_begin; c0 < c_end; c0 += kColBlock) {
@@ -363,15 +364,10 @@ void batched_gemm_f32(const Tensor& a, const Tensor& b, const Tensor& out) {
   };
   const int64_t items = batch * row_blocks * col_ranges;
   if (items == 1 || threads == 1) {
-    std::vector<float> strip;
-    for (int64_t w = 0; w < items; ++w) run(w, strip);
+    for (int64_t w = 0; w < items; ++w) run(w);
   } else {
-#pragma omp parallel
-    {
-      std::vector<float> strip;
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t w = 0; w < items; ++w) run(w, strip);
-    }
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t w = 0; w < items; ++w) run(w);
   }
 
   if (Np != N) {
