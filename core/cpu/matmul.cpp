@@ -23,6 +23,9 @@
 #include <Eigen/Core>
 #if LATHE_HAVE_OPENBLAS
 #include <cblas.h>
+// OpenBLAS's pthread build (Debian's default) exports this: it stops the library's worker threads,
+// as its own fork handler does. Weak, so a build without it (serial, OpenMP) links and skips it.
+extern "C" int blas_thread_shutdown_(void) __attribute__((weak));
 #endif
 
 #include "core/cpu/gemm.h"
@@ -161,11 +164,16 @@ void gemm(const T* a, int64_t a_outer, const T* b, int64_t b_outer, T* c, int64_
 }
 
 // The GEMM stays on the thread that calls it (see the top of this file); set once, before the
-// first product.
+// first product. OpenBLAS started its worker threads when it was loaded, and a worker with no work
+// spins on sched_yield for about 0.1 s before it sleeps: at the start of every process, beside
+// lathe's own threads, a third busy thread on a 2-core machine (the first attention calls of
+// examples/bench_kernels at 2 threads took 7.8 ms where they take 0.2). With one thread OpenBLAS
+// never hands work to them, so they are stopped here.
 const bool kGemmSingleThreaded = [] {
   Eigen::setNbThreads(1);
 #if LATHE_HAVE_OPENBLAS
   openblas_set_num_threads(1);
+  if (blas_thread_shutdown_ != nullptr) blas_thread_shutdown_();
 #endif
   return true;
 }();
