@@ -71,9 +71,17 @@ void verdict(const char* what, double ratio, double target) {
 int main(int argc, char** argv) {
   int reps = 15, only = 0;
   auto run = [&](int section) { return only == 0 || only == section; };
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::string(argv[i]) == "--reps") reps = std::max(1, std::atoi(argv[i + 1]));
-    else if (std::string(argv[i]) == "--section") only = std::atoi(argv[i + 1]);
+  for (int i = 1; i + 1 < argc; ++i) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--reps") reps = std::max(1, std::atoi(value.c_str()));
+    if (flag == "--section") {
+      if (value.size() != 1 || value[0] < '1' || value[0] > '4') {
+        std::fprintf(stderr, "bench_kernels: --section takes 1, 2, 3 or 4, got '%s'\n", value.c_str());
+        return 2;
+      }
+      only = value[0] - '0';
+    }
+  }
 
   std::printf("bench_kernels: %d OpenMP threads, Eigen %d.%d.%d, median of %d reps\n", omp_get_max_threads(),
               EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION, reps);
