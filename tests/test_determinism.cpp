@@ -49,6 +49,27 @@ TEST_CASE("determinism: large reductions and broadcasts are thread-count invaria
   check_thread_invariant("transcendental", [&] { return gelu(exp(mul(m, 0.1))); });
 }
 
+TEST_CASE("determinism: a column sum is each column's in-order sum, at any thread count") {
+  // A bias gradient's shape: threads split the columns and a ragged last block of them remains,
+  // yet every output must be the f64 sum of its column in row order, rounded once.
+  const int64_t R = 2048, K = 200;
+  const Tensor g = Tensor::randn({R, K}, 3);
+  const std::vector<float> v = g.to_vector<float>();
+  std::vector<float> expect(static_cast<size_t>(K), 0.0f);
+  for (int64_t j = 0; j < K; ++j) {
+    double acc = 0;
+    for (int64_t r = 0; r < R; ++r) acc += double(v[size_t(r * K + j)]);
+    expect[size_t(j)] = float(acc);
+  }
+  const int saved = omp_get_max_threads();
+  for (int n : {1, 2, 3}) {
+    omp_set_num_threads(n);
+    CAPTURE(n);
+    CHECK(sum(g, {0}).to_vector<float>() == expect);
+  }
+  omp_set_num_threads(saved);
+}
+
 TEST_CASE("determinism: matrix products are thread-count invariant") {
   // The shapes of a training step: activations times weights, the weight gradient (a long
   // inner dim), attention's batched products, and a product too small to split.

@@ -66,19 +66,24 @@ void reduce_rows(ReduceOp op, const T* x, int64_t K, int64_t R, const Tensor& ou
 
 template <class T>
 void reduce_columns(ReduceOp op, const T* x, int64_t R, int64_t K, const Tensor& out) {
-  // Threads split the K columns; each walks the R rows in order, so accumulation stays sequential
-  // per output (deterministic) while the inner loop over columns vectorises.
-  constexpr int64_t kBlock = 256;
-  parallel_for(K, kBlock, [&](int64_t b, int64_t e) {
+  // Threads split the K columns evenly (a bias gradient of 128 columns is shared by two threads);
+  // each walks the R rows in order for a block of kBlock columns at a time, so every output is a
+  // sequential sum whatever the thread count, while the inner loop over the block's columns
+  // vectorises with its accumulators in registers.
+  constexpr int64_t kBlock = 64;
+  const int64_t grain = std::max<int64_t>(16, kParallelGrain / std::max<int64_t>(R, 1));
+  cpu::parallel_split(K, grain, [&](int64_t b, int64_t e) {
     if (op == ReduceOp::sum) {
-      acc_t<T> acc[kBlock];
-      for (int64_t j = b; j < e; ++j) acc[j - b] = 0;
-      for (int64_t r = 0; r < R; ++r) {
-        const T* row = x + r * K;
-        for (int64_t j = b; j < e; ++j) acc[j - b] += acc_t<T>(cpu::load(row + j));
-      }
       T* o = static_cast<T*>(out.data_ptr());
-      for (int64_t j = b; j < e; ++j) o[j] = static_cast<T>(acc[j - b]);
+      for (int64_t jb = b; jb < e; jb += kBlock) {
+        const int64_t m = std::min(kBlock, e - jb);
+        acc_t<T> acc[kBlock] = {};
+        for (int64_t r = 0; r < R; ++r) {
+          const T* row = x + r * K + jb;
+          for (int64_t j = 0; j < m; ++j) acc[j] += acc_t<T>(cpu::load(row + j));
+        }
+        for (int64_t j = 0; j < m; ++j) o[jb + j] = static_cast<T>(acc[j]);
+      }
       return;
     }
     for (int64_t j = b; j < e; ++j) {
