@@ -163,6 +163,17 @@ TEST_CASE("autograd: leaf gradients never alias each other or the incoming gradi
   sum(add(p.expand({3, 2}), q.expand({3, 2}))).backward();
   CHECK(p.grad().storage() != q.grad().storage());
   CHECK(values(p.grad()) == std::vector<double>{3, 3});
+
+  // A fresh gradient (a product's) becomes .grad as it is; the next backward accumulates into it
+  // and leaves the graph's own tensors alone.
+  Tensor xm = Tensor::from_vector<double>({1, 2, 3, 4}, {2, 2});
+  Tensor w = Tensor::from_vector<double>({1, 0, 0, 1}, {2, 2}).requires_grad_(true);
+  Tensor loss = sum(matmul(xm, w));
+  loss.backward(Tensor(), /*retain_graph=*/true);
+  CHECK(values(w.grad()) == std::vector<double>{4, 4, 6, 6});
+  loss.backward();
+  CHECK(values(w.grad()) == std::vector<double>{8, 8, 12, 12});
+  CHECK(values(xm) == std::vector<double>{1, 2, 3, 4});
 }
 
 TEST_CASE("autograd: backward argument checks") {
