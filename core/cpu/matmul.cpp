@@ -353,12 +353,12 @@ void batched_gemm_f32(const Tensor& a, const Tensor& b, const Tensor& out) {
     const float* a_rows = pa + a_off[size_t(i)] + r0 * (la.row_major ? la.outer : 1);
     const int64_t a_rs = la.row_major ? la.outer : 1, a_cs = la.row_major ? 1 : la.outer;
     float* c = pc + i * M * Np + r0 * Np;
+    float* const strip = strip_copy ? cpu::thread_scratch<float>(size_t(kKBlock * kMaxRowBlock)) : nullptr;
     for (int64_t k0 = 0; k0 < K; k0 += kKBlock) {
       const int64_t kk = std::min(kKBlock, K - k0);
       const float* ak = a_rows + k0 * a_cs;
       int64_t ak_cs = a_cs;
       if (strip_copy) {  // the block's columns k0.. as m-float runs, side by side
-        float* strip = cpu::thread_scratch<float>(size_t(kKBlock * kMaxRowBlock));
         for (int64_t k = 0; k < kk; ++k) std::copy(ak + k * a_cs, ak + k * a_cs + m, strip + k * m);
         ak = strip;
         ak_cs = m;
