@@ -49,6 +49,7 @@ echo "corpus: $corpus, $(stat -c %s "$corpus") bytes; $steps steps; seed $seed; 
 # run: on a shared machine a neighbour's busy minute then slows both alike or neither.
 rounds="${ROUNDS:-1}"
 lathe_s="" torch_s=""
+faster() { [[ -z "$2" ]] || awk "BEGIN { exit !($1 < $2) }"; }  # $1 beats the best so far, $2 (or there is none)
 for round in $(seq "$rounds"); do
   rm -rf "$tmp/lathe-run"
   start=$(date +%s.%N)
@@ -56,13 +57,13 @@ for round in $(seq "$rounds"); do
     --warmup 100 --beta2 0.99 --weight-decay 0.1 --grad-clip 1 --eval-interval "$steps" --eval-iters 200 \
     --sample-tokens 0 --seed "$seed" --quiet --out "$tmp/lathe-run" >"$tmp/lathe.log" 2>&1 || { cat "$tmp/lathe.log"; exit 1; }
   lathe_round=$(awk "BEGIN { print $(date +%s.%N) - $start }")
-  if [[ -z "$lathe_s" ]] || awk "BEGIN { exit !($lathe_round < $lathe_s) }"; then lathe_s=$lathe_round; fi
+  if faster "$lathe_round" "$lathe_s"; then lathe_s=$lathe_round; fi
   lathe_val=$(grep -o '"val_loss":[0-9.]*' "$tmp/lathe-run/metrics.jsonl" | tail -1 | cut -d: -f2)
 
   start=$(date +%s.%N)
   line=$(/usr/bin/python3 tools/torch_gpt_reference.py train nanogpt-cpu "$corpus" "$steps" 1e-3 1e-4 100 "${TORCH_THREADS:-1}" 200 "$seed")
   torch_round=$(awk "BEGIN { print $(date +%s.%N) - $start }")
-  if [[ -z "$torch_s" ]] || awk "BEGIN { exit !($torch_round < $torch_s) }"; then
+  if faster "$torch_round" "$torch_s"; then
     torch_s=$torch_round
     torch_loop_s=$(sed -n 's/.*train_s=\([0-9.]*\).*/\1/p' <<<"$line")
   fi
