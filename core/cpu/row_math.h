@@ -14,6 +14,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -111,14 +112,22 @@ LATHE_CPU_INLINE A max_lanes(A (&acc)[kLanes]) {
 }
 
 // max over x[0, n); NaN anywhere makes the callers' results NaN through exp(x - m) anyway.
+// The lanes are one vector here: GCC 12 turns the sums' lane loops below into vector adds, but kept
+// this loop's sixteen maxima in scalar registers, a load and a compare per element.
 template <class C>
 inline C row_max(const C* x, int64_t n) {
-  C acc[kLanes];
+  typedef C Lanes __attribute__((vector_size(kLanes * sizeof(C))));
+  Lanes acc;
   for (int64_t j = 0; j < kLanes; ++j) acc[j] = -std::numeric_limits<C>::infinity();
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int64_t j = 0; j < kLanes; ++j) acc[j] = x[i + j] > acc[j] ? x[i + j] : acc[j];
-  C m = max_lanes(acc);
+  for (; i + kLanes <= n; i += kLanes) {
+    Lanes v;
+    std::memcpy(&v, x + i, sizeof v);
+    acc = v > acc ? v : acc;
+  }
+  C lanes[kLanes];
+  std::memcpy(lanes, &acc, sizeof acc);
+  C m = max_lanes(lanes);
   for (; i < n; ++i) m = x[i] > m ? x[i] : m;
   return m;
 }
