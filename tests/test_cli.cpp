@@ -130,6 +130,18 @@ TEST_CASE("cli: train, then sample from the weights it wrote; bench prints JSON;
   Run b = run_lathe("bench --json --steps 1 --warmup 0 --threads 1 --config " + (dir / "model.json").string());
   CHECK(b.code == 0);
   CHECK(b.output.find("\"tok_per_s\"") != std::string::npos);
+  // --profile: each kernel's share and rate, set against the vector units' measured peak, and the
+  // bound that the products' operations at that peak put on a step.
+  Run p = run_lathe("bench --profile --steps 1 --warmup 0 --threads 1 --config " + (dir / "model.json").string());
+  CHECK(p.code == 0);
+  for (const char* want : {"peak: f32 multiply-adds ", "f32 GEMM 1024^3 ", "of peak", "of GEMM", "matmul",
+                           "causal_attention", "bound: "}) {
+    CAPTURE(want);
+    CHECK(p.output.find(want) != std::string::npos);
+  }
+  const size_t at = p.output.find("multiply-adds ");
+  REQUIRE(at != std::string::npos);
+  CHECK(std::stod(p.output.substr(at + 14)) > 0);
 
   // The training checkpoint: inspect shows what the checkpoint issue asks for and verifies it.
   const std::string ckpt = (dir / "run" / "ckpt-00000003.safetensors").string();

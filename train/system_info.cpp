@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <Eigen/Core>
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 
@@ -66,6 +68,48 @@ std::string eigen_version() {
 }
 
 int openmp_max_threads() { return omp_get_max_threads(); }
+
+double cpu_fma_peak_gflops() {
+  // One vector register of floats, as wide as the build's instruction set allows.
+#if defined(__AVX512F__)
+  constexpr int kBytes = 64;
+#elif defined(__AVX__)
+  constexpr int kBytes = 32;
+#else
+  constexpr int kBytes = 16;
+#endif
+  typedef float Vec __attribute__((vector_size(kBytes)));
+  constexpr int kLanes = kBytes / int(sizeof(float));
+  // More chains than any core's multiply-add latency times its units (4-5 cycles x 2 units), so
+  // none waits on its own last result; 12 of them and the two constants fit AVX2's 16 registers.
+  constexpr int kChains = 12;
+  constexpr int64_t kIterations = int64_t(1) << 22;
+  double best = 0;
+  for (int round = 0; round < 3; ++round) {
+    double seconds = 0;
+    int threads = 1;
+#pragma omp parallel reduction(max : seconds)
+    {
+#pragma omp single
+      threads = omp_get_num_threads();
+      Vec acc[kChains];
+      for (int c = 0; c < kChains; ++c)
+        for (int j = 0; j < kLanes; ++j) acc[c][j] = 1.0f + 0.001f * float(c * kLanes + j);
+      Vec mul, add;
+      for (int j = 0; j < kLanes; ++j) mul[j] = 0.9999999f, add[j] = 1e-7f;
+#pragma omp barrier
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int64_t i = 0; i < kIterations; ++i) {
+#pragma GCC unroll 12
+        for (int c = 0; c < kChains; ++c) acc[c] = acc[c] * mul + add;  // one fused multiply-add each
+      }
+      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      asm volatile("" : : "m"(acc));  // the results are used, so the loop stays
+    }
+    best = std::max(best, double(threads) * double(kIterations) * kChains * kLanes * 2.0 / seconds / 1e9);
+  }
+  return best;
+}
 
 int cpu_count() {
   long n = ::sysconf(_SC_NPROCESSORS_ONLN);

@@ -13,6 +13,10 @@ std::vector<std::string> compiled_cpu_features();
 std::string compiler_description();  // "g++ 12.2.0"
 std::string eigen_version();         // "3.4.0"
 int openmp_max_threads();
+// The f32 multiply-add rate of this machine's vector units at the thread count in force, in
+// GFLOP/s: every thread runs independent chains of vector multiply-adds, nothing else. No kernel
+// can beat it; `lathe bench --profile` sets each kernel's rate against it.
+double cpu_fma_peak_gflops();
 int cpu_count();  // processors online
 // Number of CUDA devices: 0 when CUDA is not compiled in or no GPU is present (never throws).
 int cuda_device_count();

@@ -47,8 +47,8 @@ void check_range(const char* flag, int64_t v, int64_t lo, int64_t hi) {
 }
 
 // The rate this machine multiplies f32 matrices at, at the thread count in force: the best of a
-// few 1024^3 products, the yardstick the profile sets each kernel's GFLOP/s against.
-double gemm_peak_gflops() {
+// few 1024^3 products, a yardstick for the products of a step's shapes.
+double gemm_rate_gflops() {
   const Tensor a = Tensor::randn({1024, 1024}, /*seed=*/3), b = Tensor::randn({1024, 1024}, /*seed=*/4);
   double best = 1e30;
   for (int i = 0; i < 5; ++i) {
@@ -60,7 +60,8 @@ double gemm_peak_gflops() {
 }
 
 // `--profile`: runs `steps` more steps with every CPU kernel timed (core/kernel_profile.h) and
-// prints each kernel's share of a step, and its GFLOP/s against the machine's GEMM rate.
+// prints each kernel's share of a step, and its GFLOP/s against the machine's peak (its vector
+// units' multiply-add rate, which nothing exceeds) and against the 1024^3 GEMM.
 void print_profile(int64_t steps, const std::function<void()>& step) {
   profile::take();
   profile::set_enabled(true);
@@ -69,10 +70,12 @@ void print_profile(int64_t steps, const std::function<void()>& step) {
   const double step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / double(steps);
   profile::set_enabled(false);
   const std::vector<profile::KernelRow> rows = profile::take();
-  const double peak = gemm_peak_gflops();
-  std::printf("  kernel profile, %lld steps of %.1f ms; peak: f32 GEMM 1024^3 at %d threads = %.1f GFLOP/s\n",
-              (long long)steps, step_s * 1e3, app::openmp_max_threads(), peak);
-  std::printf("  %-24s %9s %10s %7s %10s %8s\n", "kernel", "calls/step", "ms/step", "share", "GFLOP/s", "of peak");
+  const double peak = app::cpu_fma_peak_gflops(), gemm = gemm_rate_gflops();
+  std::printf("  kernel profile, %lld steps of %.1f ms, %d threads; peak: f32 multiply-adds %.1f GFLOP/s, "
+              "f32 GEMM 1024^3 %.1f GFLOP/s (%.0f%% of peak)\n",
+              (long long)steps, step_s * 1e3, app::openmp_max_threads(), peak, gemm, 100.0 * gemm / peak);
+  std::printf("  %-24s %9s %10s %7s %10s %8s %8s\n", "kernel", "calls/step", "ms/step", "share", "GFLOP/s", "of peak",
+              "of GEMM");
   double in_kernels = 0;
   for (const profile::KernelRow& r : rows) {
     const double ms = r.seconds / double(steps) * 1e3;
@@ -81,14 +84,14 @@ void print_profile(int64_t steps, const std::function<void()>& step) {
                 100.0 * r.seconds / double(steps) / step_s);
     if (r.flops > 0) {
       const double gflops = r.flops / r.seconds / 1e9;
-      std::printf(" %10.1f %7.1f%%", gflops, 100.0 * gflops / peak);
+      std::printf(" %10.1f %7.1f%% %7.1f%%", gflops, 100.0 * gflops / peak, 100.0 * gflops / gemm);
     }
     std::printf("\n");
   }
   const double outside = step_s - in_kernels / double(steps);
   std::printf("  %-24s %9s %10.2f %6.1f%%\n", "(outside kernels)", "", outside * 1e3, 100.0 * outside / step_s);
-  // The limit: were every other kernel free and every product at the 1024^3 rate, a step would
-  // still take its products' FLOPs at that rate.
+  // The limit: were every other kernel free and every product at the peak, a step would still take
+  // its products' FLOPs at that rate. No program runs this model's step faster on this machine.
   double product_flops = 0;
   for (const profile::KernelRow& r : rows) product_flops += r.flops;
   const double bound_ms = product_flops / double(steps) / (peak * 1e9) * 1e3;
