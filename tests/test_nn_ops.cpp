@@ -68,8 +68,10 @@ TEST_CASE("matmul: f32 against f64 on every operand layout, the same bits at any
   struct Case {
     int64_t M, N, K;
   };
-  const Case cases[] = {{1, 1, 1},     {5, 7, 3},     {17, 33, 65},  {100, 70, 129}, {64, 16, 1030},
-                        {30, 600, 40}, {48, 96, 1100}, {7, 130, 520}, {200, 17, 9}};
+  // The last two are tall: many row blocks of whole tiles, of two heights, the last tile short.
+  const Case cases[] = {{1, 1, 1},     {5, 7, 3},      {17, 33, 65},  {100, 70, 129}, {64, 16, 1030},
+                        {30, 600, 40}, {48, 96, 1100}, {7, 130, 520}, {200, 17, 9},   {1000, 40, 70},
+                        {2051, 70, 33}};
   uint64_t seed = 10;
   for (const Case& c : cases)
     for (int layout = 0; layout < 4; ++layout) {

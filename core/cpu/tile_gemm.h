@@ -110,13 +110,21 @@ inline constexpr auto kTiles = make_tiles(std::make_index_sequence<kRows * kVect
 // at most n): callers may read that far.
 inline constexpr int64_t kTileGemmLanes = tile_gemm_detail::kLanes;
 
+// The height of the row tiles tile_gemm cuts a C of width n into (at most kVectors vectors wide): a
+// block of rows that is a whole number of them leaves no short tile, which would load as many B
+// vectors for fewer rows.
+inline int64_t tile_gemm_rows(int64_t n) {
+  using namespace tile_gemm_detail;
+  return rows_per_tile(std::clamp<int64_t>((n + kLanes - 1) / kLanes, 1, kVectors));
+}
+
 // C[m x n] = alpha * A[m x k] * B[k x n] (+ C when `accumulate`). A's element (i, k) is at
 // a[i * a_rs + k * a_cs]; B and C are row-major with unit column stride.
 inline void tile_gemm(CausalLimit limit, int64_t offset, int64_t m, int64_t n, int64_t k, float alpha,
                            const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t ldb, bool accumulate,
                            float* c, int64_t ldc) {
   using namespace tile_gemm_detail;
-  const int64_t tile_rows = rows_per_tile(std::clamp<int64_t>((n + kLanes - 1) / kLanes, 1, kVectors));
+  const int64_t tile_rows = tile_gemm_rows(n);
   for (int64_t r0 = 0; r0 < m; r0 += tile_rows) {
     const int64_t rows = std::min(tile_rows, m - r0);
     int64_t cols = n, k0 = 0, k1 = k;
