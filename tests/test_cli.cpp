@@ -139,9 +139,10 @@ TEST_CASE("cli: train, then sample from the weights it wrote; bench prints JSON;
     CAPTURE(want);
     CHECK(p.output.find(want) != std::string::npos);
   }
-  const size_t at = p.output.find("multiply-adds ");
+  const std::string peak_label = "multiply-adds ";
+  const size_t at = p.output.find(peak_label);
   REQUIRE(at != std::string::npos);
-  CHECK(std::stod(p.output.substr(at + 14)) > 0);
+  CHECK(std::stod(p.output.substr(at + peak_label.size())) > 0);
 
   // The training checkpoint: inspect shows what the checkpoint issue asks for and verifies it.
   const std::string ckpt = (dir / "run" / "ckpt-00000003.safetensors").string();

@@ -349,8 +349,8 @@ void batched_gemm_f32(const Tensor& a, const Tensor& b, const Tensor& out) {
   const int64_t want_rows =
       std::min((want_items + batch - 1) / batch, std::max<int64_t>(1, row_tiles / kMinBlockTiles));
   int64_t row_blocks = std::max(want_rows, (row_tiles * tile_rows + kMaxRowBlock - 1) / kMaxRowBlock);
+  // Both bounds above are at most row_tiles (a tile is at most 24 rows), and this stops there too.
   while ((batch * row_blocks) % threads != 0 && row_blocks < row_tiles) ++row_blocks;
-  row_blocks = std::min(row_blocks, row_tiles);
   const int64_t col_blocks_all = (Np + kColBlock - 1) / kColBlock;
   const int64_t col_ranges =
       std::clamp<int64_t>((want_items + batch * row_blocks - 1) / (batch * row_blocks), 1, col_blocks_all);
