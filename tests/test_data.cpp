@@ -8,13 +8,13 @@
 #include <string>
 
 #include "core/error.h"
+#include "data/byte_tokenizer.h"
+#include "data/text_dataset.h"
 #include "tests/temp_dir.h"
-#include "train/data.h"
-#include "train/tokenizer.h"
 
 using namespace lathe;
 using lathe::testing::TempDir;
-using namespace lathe::app;
+using namespace lathe::data;
 namespace fs = std::filesystem;
 
 namespace {

@@ -36,13 +36,13 @@ using lathe::testing::read_jsonl;
 
 namespace {
 
-app::TrainOptions tiny_run(const TempDir& d, const std::string& out) {
+train::TrainOptions tiny_run(const TempDir& d, const std::string& out) {
   std::ofstream(d.path / "model.json")
       << R"({"vocab_size": 256, "block_size": 16, "n_layer": 1, "n_head": 2, "n_embd": 32, "batch": 4})";
   std::ofstream text(d.path / "corpus.txt");
   for (int i = 0; i < 60; ++i) text << "the quick brown fox " << i << " jumps over the lazy dog. ";
   text.close();
-  app::TrainOptions o;
+  train::TrainOptions o;
   o.data = (d.path / "corpus.txt").string();
   o.config = (d.path / "model.json").string();
   o.lr = 3e-3;
@@ -163,31 +163,31 @@ TEST_CASE("dist: a single process's communicator and agreement") {
 
 TEST_CASE("dist: --zero 1 in one process trains bitwise as --zero 0, and its checkpoint resumes without it") {
   TempDir d("zero1");
-  app::TrainOptions plain = tiny_run(d, "plain");
-  app::TrainOptions zero = tiny_run(d, "zero");
+  train::TrainOptions plain = tiny_run(d, "plain");
+  train::TrainOptions zero = tiny_run(d, "zero");
   zero.zero = 1;
-  app::Trainer(plain).run(nullptr);
-  app::Trainer(zero).run(nullptr);
+  train::Trainer(plain).run(nullptr);
+  train::Trainer(zero).run(nullptr);
   CHECK(losses(plain.out) == losses(zero.out));
-  const std::string a = app::checkpoint_path(plain.out, 6), b = app::checkpoint_path(zero.out, 6);
+  const std::string a = train::checkpoint_path(plain.out, 6), b = train::checkpoint_path(zero.out, 6);
   CHECK(tensor_sums(a) == tensor_sums(b));
   const auto ckpt = serialize::TrainingCheckpoint::read(b);
   CHECK(ckpt.document().tensors.at("optim.param.0.exp_avg").policy.value() == "sharded");
   // The same file restores into an unsharded run (any world size, with or without ZeRO).
-  app::TrainOptions more = plain;
+  train::TrainOptions more = plain;
   more.steps = 8;
-  app::Trainer resumed = app::Trainer::resume(zero.out, more, {"steps", "zero"});
+  train::Trainer resumed = train::Trainer::resume(zero.out, more, {"steps", "zero"});
   CHECK(!resumed.state().optimizer->sharded());
   CHECK(resumed.state().optimizer->state(0, "exp_avg").defined());
 }
 
 TEST_CASE("dist: --freeze keeps the matched parameters bitwise unchanged, without gradient or state") {
   TempDir d("freeze");
-  app::TrainOptions o = tiny_run(d, "frozen");
+  train::TrainOptions o = tiny_run(d, "frozen");
   o.freeze = "wte";
-  app::TrainOptions free_run = tiny_run(d, "free");
-  app::Trainer trainer(o);
-  app::Trainer reference(free_run);
+  train::TrainOptions free_run = tiny_run(d, "free");
+  train::Trainer trainer(o);
+  train::Trainer reference(free_run);
   CHECK(trainer.frozen() == std::vector<std::string>{"transformer.wte.weight"});
   const Tensor wte = trainer.state().model->named_parameters().at(0).second;
   const std::string before = serialize::tensor_checksum(wte);
@@ -197,50 +197,50 @@ TEST_CASE("dist: --freeze keeps the matched parameters bitwise unchanged, withou
   const nlohmann::json a = trainer.state().optimizer->groups_json(), b = reference.state().optimizer->groups_json();
   REQUIRE(a.size() == b.size());
   for (size_t g = 0; g < a.size(); ++g) CHECK(a[g]["params"] == b[g]["params"]);
-  const auto sums = tensor_sums(app::checkpoint_path(o.out, 6));
+  const auto sums = tensor_sums(train::checkpoint_path(o.out, 6));
   for (const auto& [name, sum] : sums) CHECK(name.rfind("optim.param.0.", 0) != 0);  // parameter 0 is wte
   CHECK(sums.at("transformer.wte.weight") == before);
   // A resume keeps the set: another pattern is refused, naming the option.
-  app::TrainOptions other = o;
+  train::TrainOptions other = o;
   other.freeze = "wpe";
-  CHECK(error_of([&] { app::Trainer::resume(o.out, other, {"freeze"}); }).find("freeze") != std::string::npos);
-  app::TrainOptions more = o;
+  CHECK(error_of([&] { train::Trainer::resume(o.out, other, {"freeze"}); }).find("freeze") != std::string::npos);
+  train::TrainOptions more = o;
   more.steps = 8;
-  app::Trainer resumed = app::Trainer::resume(o.out, more, {"steps"});
+  train::Trainer resumed = train::Trainer::resume(o.out, more, {"steps"});
   resumed.run(nullptr);
-  CHECK(tensor_sums(app::checkpoint_path(o.out, 8)).at("transformer.wte.weight") == before);
+  CHECK(tensor_sums(train::checkpoint_path(o.out, 8)).at("transformer.wte.weight") == before);
 }
 
 TEST_CASE("dist: bad --zero and --freeze values are errors naming the flag") {
   TempDir d("badflags");
-  app::TrainOptions o = tiny_run(d, "bad");
+  train::TrainOptions o = tiny_run(d, "bad");
   o.zero = 2;
-  CHECK(error_of([&] { app::validate(o); }).find("--zero") != std::string::npos);
+  CHECK(error_of([&] { train::validate(o); }).find("--zero") != std::string::npos);
   o.zero = 1;
   o.optimizer = "prodigy";
-  CHECK(error_of([&] { app::validate(o); }).find("prodigy") != std::string::npos);
+  CHECK(error_of([&] { train::validate(o); }).find("prodigy") != std::string::npos);
   o = tiny_run(d, "bad");
   o.freeze = "(";
-  CHECK(error_of([&] { app::validate(o); }).find("--freeze") != std::string::npos);
+  CHECK(error_of([&] { train::validate(o); }).find("--freeze") != std::string::npos);
   o.freeze = "no_such_parameter";
-  CHECK(error_of([&] { app::Trainer t(o); }).find("matches no parameter") != std::string::npos);
+  CHECK(error_of([&] { train::Trainer t(o); }).find("matches no parameter") != std::string::npos);
   o.freeze = ".";
-  CHECK(error_of([&] { app::Trainer t(o); }).find("nothing would train") != std::string::npos);
+  CHECK(error_of([&] { train::Trainer t(o); }).find("nothing would train") != std::string::npos);
 }
 
 TEST_CASE("dist: --grad-slices sums the slices' gradients in one process; a batch it does not divide is refused") {
   TempDir d("slices");
-  app::TrainOptions whole = tiny_run(d, "whole");
-  app::TrainOptions sliced = tiny_run(d, "sliced");
+  train::TrainOptions whole = tiny_run(d, "whole");
+  train::TrainOptions sliced = tiny_run(d, "sliced");
   sliced.grad_slices = 2;
-  app::Trainer(whole).run(nullptr);
-  app::Trainer(sliced).run(nullptr);
+  train::Trainer(whole).run(nullptr);
+  train::Trainer(sliced).run(nullptr);
   const std::vector<double> a = losses(whole.out), b = losses(sliced.out);
   REQUIRE(a.size() == b.size());
   for (size_t i = 0; i < a.size(); ++i) CHECK(b[i] == doctest::Approx(a[i]).epsilon(1e-5));
-  app::TrainOptions odd = tiny_run(d, "odd");
+  train::TrainOptions odd = tiny_run(d, "odd");
   odd.grad_slices = 3;  // batch 4
-  CHECK(error_of([&] { app::Trainer t(odd); }).find("not divisible by --grad-slices 3") != std::string::npos);
+  CHECK(error_of([&] { train::Trainer t(odd); }).find("not divisible by --grad-slices 3") != std::string::npos);
 }
 
 namespace {

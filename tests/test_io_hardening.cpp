@@ -18,14 +18,14 @@
 #include <string>
 
 #include "core/error.h"
+#include "data/text_dataset.h"
 #include "nn/gpt.h"
+#include "ref/case_registry.h"
 #include "serialize/checkpoint.h"
 #include "serialize/checksum.h"
 #include "serialize/safetensors.h"
 #include "tests/temp_dir.h"
 #include "tests/test_helpers.h"
-#include "train/data.h"
-#include "train/ref/case_registry.h"
 #include "train/weights_file.h"
 
 using namespace lathe;
@@ -38,7 +38,7 @@ namespace {
 const std::string kGolden = LATHE_GOLDEN_DIR;
 
 std::string corpus_error(const std::string& path) {
-  return error_of([&] { app::TextCorpus::open(path); });
+  return error_of([&] { data::TextCorpus::open(path); });
 }
 
 std::string nested_arrays(int depth) { return std::string(size_t(depth), '[') + std::string(size_t(depth), ']'); }
@@ -72,7 +72,7 @@ std::string edited_case(const TempDir& d, const std::string& golden, Edit edit) 
 }
 
 std::string ref_error(const std::string& case_path) {
-  return error_of([&] { app::run_reference_case(serialize::read_safetensors(case_path), Device::cpu()); });
+  return error_of([&] { ref::run_reference_case(serialize::read_safetensors(case_path), Device::cpu()); });
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -91,7 +91,7 @@ TEST_CASE("io hardening: a FIFO as the corpus is refused at once, naming what it
   // Inside a directory a FIFO is not a text file: skipped, never opened.
   d.write("dir/a.txt", "text");
   REQUIRE(::mkfifo((d.path / "dir" / "pipe").c_str(), 0600) == 0);
-  CHECK(app::TextCorpus::open(d.file("dir")).text(0, 4) == "text");
+  CHECK(data::TextCorpus::open(d.file("dir")).text(0, 4) == "text");
 }
 
 TEST_CASE("io hardening: a character device as the corpus is named as one, not as empty") {
@@ -129,41 +129,41 @@ TEST_CASE("io hardening: a loop of symbolic links is reported as one, not as a m
   }
   // A dangling link stays what it was: skipped.
   fs::remove(d.path / "dir" / "x");
-  CHECK(app::TextCorpus::open(d.file("dir")).size() == 4);
+  CHECK(data::TextCorpus::open(d.file("dir")).size() == 4);
 }
 
 TEST_CASE("io hardening: a corpus file that shrinks during reading is an error naming it, not SIGBUS") {
   TempDir d("shrink");
   const std::string path = d.write("corpus.txt", std::string(4096, 'a'));
-  app::TextDataset ds(app::TextCorpus::open(path), 16);
+  data::TextDataset ds(data::TextCorpus::open(path), 16);
   Generator gen(1);
-  CHECK_NOTHROW(ds.sample(app::Split::train, 4, gen));
+  CHECK_NOTHROW(ds.sample(data::Split::train, 4, gen));
   fs::resize_file(path, 100);
   const std::string err = error_of([&] { ds.corpus().text(1000, 64); });
   CHECK(err.find(path) != std::string::npos);
   CHECK(err.find("shrank") != std::string::npos);
   // Random windows reach past byte 100 almost surely: an error, never a signal.
   CHECK(error_of([&] {
-          for (int i = 0; i < 64; ++i) ds.sample(app::Split::train, 4, gen);
+          for (int i = 0; i < 64; ++i) ds.sample(data::Split::train, 4, gen);
         }).find("shrank") != std::string::npos);
 }
 
 TEST_CASE("io hardening: a corpus file reopened after eviction is checked for shrinking and replacement") {
   TempDir d("reopen");
-  const size_t n = app::OpenFiles::kCapacity + 4;
+  const size_t n = data::OpenFiles::kCapacity + 4;
   for (size_t i = 0; i < n; ++i) d.write("dir/f" + std::to_string(100 + i) + ".txt", std::string(10, char('a' + i % 26)));
-  app::TextCorpus c = app::TextCorpus::open(d.file("dir"));
+  data::TextCorpus c = data::TextCorpus::open(d.file("dir"));
   REQUIRE(c.file_count() == n);
   CHECK(c.text(0, 10 * n).substr(10, 10) == std::string(10, 'b'));  // every file read once
   // The first file was evicted long ago; the reopen sees what became of it.
   fs::resize_file(c.file_path(0), 5);
-  for (size_t i = 1; i <= app::OpenFiles::kCapacity; ++i) c.text(10 * i, 10);
+  for (size_t i = 1; i <= data::OpenFiles::kCapacity; ++i) c.text(10 * i, 10);
   std::string err = error_of([&] { c.text(0, 10); });
   CHECK(err.find(c.file_path(0)) != std::string::npos);
   CHECK(err.find("shrank") != std::string::npos);
   const std::string replacement = d.write("other.txt", std::string(10, 'z'));
   fs::rename(replacement, c.file_path(1));
-  for (size_t i = 2; i <= app::OpenFiles::kCapacity + 1; ++i) c.text(10 * i, 10);
+  for (size_t i = 2; i <= data::OpenFiles::kCapacity + 1; ++i) c.text(10 * i, 10);
   err = error_of([&] { c.text(10, 10); });
   CHECK(err.find(c.file_path(1)) != std::string::npos);
   CHECK(err.find("replaced") != std::string::npos);
@@ -179,7 +179,7 @@ TEST_CASE("io hardening: a corpus of 70,000 files opens and reads (no mapping pe
     std::ofstream(d.path / name) << char('a' + i % 26);
   }
   const auto t0 = std::chrono::steady_clock::now();
-  app::TextCorpus c = app::TextCorpus::open(d.file("c"));
+  data::TextCorpus c = data::TextCorpus::open(d.file("c"));
   CHECK(c.file_count() == size_t(kFiles));
   CHECK(c.size() == size_t(kFiles));
   const std::string all = c.text(0, c.size());
@@ -260,7 +260,7 @@ TEST_CASE("io hardening: commands whose standard output cannot be written exit 1
   cfg.n_head = 1;
   cfg.n_embd = 8;
   const std::string weights = d.file("w.safetensors");
-  app::save_weights(weights, nn::GPT(cfg, /*seed=*/0));
+  train::save_weights(weights, nn::GPT(cfg, /*seed=*/0));
   for (const std::string& args : {std::string("info"), std::string("info --json"), std::string("--help"),
                                   "inspect '" + weights + "'", "sample --tokens 4 --checkpoint '" + weights + "'",
                                   std::string("bench --config tiny --steps 1 --warmup 0 --batch 1 --json")}) {

@@ -14,8 +14,8 @@
 #include "optim/adam.h"
 #include "optim/prodigy.h"
 #include "optim/sgd.h"
+#include "ref/kinds.h"
 #include "serialize/safetensors.h"
-#include "train/ref/kinds.h"
 
 #include "tests/core_test_util.h"
 
@@ -44,17 +44,17 @@ void check_scalar(const std::string& name, double actual, double expected, doubl
   CHECK(std::abs(actual - expected) <= rtol * std::abs(expected) + 1e-300);
 }
 
-app::RefOutput run_case(const serialize::SafetensorsFile& c, Device device, nlohmann::json patch = {}) {
+ref::RefOutput run_case(const serialize::SafetensorsFile& c, Device device, nlohmann::json patch = {}) {
   nlohmann::json spec = nlohmann::json::parse(c.metadata.at("case"));
   if (!patch.is_null()) spec.merge_patch(patch);
-  return app::run_optim_case(c, spec, device);
+  return ref::run_optim_case(c, spec, device);
 }
 
 void check_golden(const std::string& name, Tol tol, Device device, nlohmann::json patch = {}) {
   INFO("golden case ", name, " on ", device.str());
   auto c = serialize::read_safetensors(kGolden + "/optim_" + name + ".case.safetensors");
   auto e = serialize::read_safetensors(kGolden + "/optim_" + name + ".expected.safetensors");
-  app::RefOutput out = run_case(c, device, patch);
+  ref::RefOutput out = run_case(c, device, patch);
   // Exactly the expected tensors, each close.
   std::map<std::string, Tensor> got(out.tensors.begin(), out.tensors.end());
   for (const auto& [key, t] : e.tensors) {

@@ -68,9 +68,9 @@ RunInputs write_inputs(const TempDir& d) {
   return {(d.path / "corpus.txt").string(), (d.path / "model.json").string()};
 }
 
-app::TrainOptions run_options(const TempDir& d, const std::string& precision, const std::string& device) {
+train::TrainOptions run_options(const TempDir& d, const std::string& precision, const std::string& device) {
   const RunInputs in = write_inputs(d);
-  app::TrainOptions o;
+  train::TrainOptions o;
   o.data = in.data;
   o.config = in.config;
   o.device = device;
@@ -223,7 +223,7 @@ TEST_CASE("precision: bf16 and fp16 runs with fused AdamW resume bitwise in a ne
       const auto r = run_lathe(args + " --out '" + full.string() + "'");
       REQUIRE_MESSAGE(r.code == 0, r.output);
       fs::create_directories(part);
-      fs::copy_file(app::checkpoint_path(full.string(), 20), app::checkpoint_path(part.string(), 20));
+      fs::copy_file(train::checkpoint_path(full.string(), 20), train::checkpoint_path(part.string(), 20));
       {
         std::ifstream src(full / "metrics.jsonl");
         std::ofstream dst(part / "metrics.jsonl");
@@ -252,8 +252,8 @@ TEST_CASE("precision: bf16 and fp16 runs with fused AdamW resume bitwise in a ne
       } else {
         CHECK_FALSE(a.front().contains("scale"));  // bf16 has no scaler
       }
-      const auto want = tensor_sums(app::checkpoint_path(full.string(), 40));
-      CHECK(want == tensor_sums(app::checkpoint_path(part.string(), 40)));
+      const auto want = tensor_sums(train::checkpoint_path(full.string(), 40));
+      CHECK(want == tensor_sums(train::checkpoint_path(part.string(), 40)));
       CHECK(want.count("scaler.scale") == (std::string(precision) == "fp16" ? 1u : 0u));
       CHECK(tensor_sums((full / "model.safetensors").string()) == tensor_sums((part / "model.safetensors").string()));
 
@@ -272,17 +272,17 @@ TEST_CASE("precision: a 16-bit checkpoint restores onto the other device and ste
       const std::string what = std::string(precision) + ": " + from + " -> " + to;
       INFO(what);
       TempDir d(std::string("cross_") + precision + "_" + from);
-      app::TrainOptions o = run_options(d, precision, from);
-      app::Trainer(o).run(nullptr);
+      train::TrainOptions o = run_options(d, precision, from);
+      train::Trainer(o).run(nullptr);
       const fs::path full = o.out, part = d.path / "part";
       fs::create_directories(part);
-      fs::copy_file(app::checkpoint_path(full.string(), 8), app::checkpoint_path(part.string(), 8));
+      fs::copy_file(train::checkpoint_path(full.string(), 8), train::checkpoint_path(part.string(), 8));
 
-      app::TrainOptions given;
+      train::TrainOptions given;
       given.device = to;
       given.quiet = true;
       given.out = part.string();
-      app::Trainer resumed = app::Trainer::resume(part.string(), given, {"device", "out"});
+      train::Trainer resumed = train::Trainer::resume(part.string(), given, {"device", "out"});
       CHECK(resumed.device() == Device::parse(to));
       CHECK((resumed.state().scaler != nullptr) == (std::string(precision) == "fp16"));
       for (const auto& e : resumed.state().optimizer->state_entries())
@@ -293,9 +293,9 @@ TEST_CASE("precision: a 16-bit checkpoint restores onto the other device and ste
 
       // A fresh run on the target: the transfers of a step after the first that, like the resumed
       // one, stepped or was skipped (a skipped step reads no gradient norm).
-      app::TrainOptions fresh_o = run_options(d, precision, to);
+      train::TrainOptions fresh_o = run_options(d, precision, to);
       fresh_o.out = (d.path / "fresh").string();
-      app::Trainer fresh(fresh_o);
+      train::Trainer fresh(fresh_o);
       fresh.train_step();
       TransferStats fresh_step;
       bool found = false;
@@ -309,8 +309,8 @@ TEST_CASE("precision: a 16-bit checkpoint restores onto the other device and ste
                     got.syncs, " bytes ", got.bytes, "; fresh h2d ", fresh_step.host_to_device, " d2h ",
                     fresh_step.device_to_host, " syncs ", fresh_step.syncs, " bytes ", fresh_step.bytes);
       // The rest of the run, from the checkpoint: sim runs the cpu's kernels, so the same bits.
-      app::Trainer::resume(part.string(), given, {"device", "out"}).run(nullptr);
-      CHECK(tensor_sums(app::checkpoint_path(full.string(), 12)) == tensor_sums(app::checkpoint_path(part.string(), 12)));
+      train::Trainer::resume(part.string(), given, {"device", "out"}).run(nullptr);
+      CHECK(tensor_sums(train::checkpoint_path(full.string(), 12)) == tensor_sums(train::checkpoint_path(part.string(), 12)));
     }
   }
 }

@@ -7,10 +7,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ref/result_check.h"
 #include "serialize/safetensors.h"
 #include "tests/temp_dir.h"
 #include "tests/test_helpers.h"
-#include "train/ref/result_check.h"
 
 using namespace lathe;
 using lathe::testing::TempDir;
@@ -20,15 +20,15 @@ namespace {
 const std::string kGot = std::string(LATHE_GOLDEN_DIR) + "/check_pairs.got.safetensors";
 const std::string kWant = std::string(LATHE_GOLDEN_DIR) + "/check_pairs.want.safetensors";
 
-void check_setting(const std::string& setting, const app::CheckOptions& options) {
+void check_setting(const std::string& setting, const ref::CheckOptions& options) {
   const auto got = serialize::read_safetensors(kGot);
   const auto want = serialize::read_safetensors(kWant);
   const nlohmann::json torch = nlohmann::json::parse(want.metadata.at("verdicts")).at(setting);
-  const auto verdicts = app::check_results(got, want, options);
+  const auto verdicts = ref::check_results(got, want, options);
   REQUIRE(verdicts.size() == torch.size());
   int passes = 0, fails = 0;
-  for (const app::TensorVerdict& v : verdicts) {
-    INFO(setting, ": ", app::format_verdict(v));
+  for (const ref::TensorVerdict& v : verdicts) {
+    INFO(setting, ": ", ref::format_verdict(v));
     CHECK(v.pass == torch.at(v.name).get<bool>());
     (v.pass ? passes : fails) += 1;
   }
@@ -43,21 +43,21 @@ TEST_CASE("ref check: the verdicts of torch.testing.assert_close at its default 
 }
 
 TEST_CASE("ref check: the verdicts of assert_close at given tolerances and with equal_nan") {
-  app::CheckOptions given;
-  given.tolerance = app::Tolerance{1e-2, 1e-4};
+  ref::CheckOptions given;
+  given.tolerance = ref::Tolerance{1e-2, 1e-4};
   check_setting("rtol=0.01,atol=0.0001", given);
-  app::CheckOptions nan;
+  ref::CheckOptions nan;
   nan.equal_nan = true;
   check_setting("equal_nan", nan);
 }
 
 TEST_CASE("ref check: default tolerances by dtype are assert_close's") {
-  CHECK(app::default_tolerance(DType::f32).rtol == 1.3e-6);
-  CHECK(app::default_tolerance(DType::f32).atol == 1e-5);
-  CHECK(app::default_tolerance(DType::f64).rtol == 1e-7);
-  CHECK(app::default_tolerance(DType::bf16).rtol == 1.6e-2);
-  CHECK(app::default_tolerance(DType::f16).rtol == 1e-3);
-  CHECK(app::default_tolerance(DType::i64).atol == 0);
+  CHECK(ref::default_tolerance(DType::f32).rtol == 1.3e-6);
+  CHECK(ref::default_tolerance(DType::f32).atol == 1e-5);
+  CHECK(ref::default_tolerance(DType::f64).rtol == 1e-7);
+  CHECK(ref::default_tolerance(DType::bf16).rtol == 1.6e-2);
+  CHECK(ref::default_tolerance(DType::f16).rtol == 1e-3);
+  CHECK(ref::default_tolerance(DType::i64).atol == 0);
 }
 
 TEST_CASE("ref check: the program prints a verdict per tensor and the worst, and exits 0 only when all pass") {

@@ -13,12 +13,12 @@
 #include "core/backend.h"
 #include "core/error.h"
 #include "core/ops.h"
+#include "ref/case_registry.h"
+#include "ref/fixtures.h"
+#include "ref/result_check.h"
 #include "serialize/safetensors.h"
 #include "tests/temp_dir.h"
 #include "tests/test_helpers.h"
-#include "train/ref/case_registry.h"
-#include "train/ref/fixtures.h"
-#include "train/ref/result_check.h"
 
 using namespace lathe;
 using lathe::testing::TempDir;
@@ -58,7 +58,7 @@ std::map<std::string, serialize::SafetensorsFile> op_expected() {
 serialize::SafetensorsFile answer(const serialize::SafetensorsFile& c, Device device) {
   serialize::SafetensorsFile got;
   got.path = c.path + " (lathe)";
-  for (auto& [name, t] : app::run_reference_case(c, device).tensors) got.tensors.emplace_back(name, t.to(Device::cpu()));
+  for (auto& [name, t] : ref::run_reference_case(c, device).tensors) got.tensors.emplace_back(name, t.to(Device::cpu()));
   return got;
 }
 
@@ -70,8 +70,8 @@ void check_ops_against_torch(Device device) {
   for (const auto& [name, c] : cases) {
     INFO("case ", name, " on ", device.str());
     const auto got = answer(c, device);
-    for (const app::TensorVerdict& v : app::check_results(got, expected.at(name), {}))
-      CHECK_MESSAGE(v.pass, app::format_verdict(v));
+    for (const ref::TensorVerdict& v : ref::check_results(got, expected.at(name), {}))
+      CHECK_MESSAGE(v.pass, ref::format_verdict(v));
     ops.insert(nlohmann::json::parse(c.metadata.at("case"))["op"].get<std::string>());
     dtypes.insert(name.substr(name.rfind('_') + 1));
   }
@@ -91,7 +91,7 @@ int cuda_devices() {
 // Runs case `c` on the cpu and returns its error message ("" when it ran).
 std::string case_error(const serialize::SafetensorsFile& c) {
   try {
-    app::run_reference_case(c, Device::cpu());
+    ref::run_reference_case(c, Device::cpu());
   } catch (const Error& e) {
     return e.what();
   }
@@ -133,7 +133,7 @@ TEST_CASE("ref op: a 16-bit case rounds once what f32 computes") {
   c.path = "exp_bf16";
   c.tensors = {{"input.0", x}, {"grad_output", Tensor::ones({3}, DType::bf16)}};
   c.metadata["case"] = R"({"kind": "op", "op": "exp"})";
-  const auto out = app::run_reference_case(c, Device::cpu());
+  const auto out = ref::run_reference_case(c, Device::cpu());
   const Tensor want = lathe::exp(x.to(DType::f32)).to(DType::bf16);
   REQUIRE(out.tensors.size() == 2);
   CHECK(out.tensors[0].second.dtype() == DType::bf16);
@@ -205,10 +205,10 @@ TEST_CASE("ref train: explicit param_groups follow torch.optim.AdamW over them")
       serialize::SafetensorsFile a, b;
       a.tensors = {{name, *g}};
       b.tensors = {{name, w}};
-      app::CheckOptions tol;
-      tol.tolerance = app::Tolerance{1e-3, name.find("exp_avg_sq") != std::string::npos ? 1e-9 : 2e-5};
-      const auto v = app::check_results(a, b, tol).front();
-      CHECK_MESSAGE(v.pass, app::format_verdict(v));
+      ref::CheckOptions tol;
+      tol.tolerance = ref::Tolerance{1e-3, name.find("exp_avg_sq") != std::string::npos ? 1e-9 : 2e-5};
+      const auto v = ref::check_results(a, b, tol).front();
+      CHECK_MESSAGE(v.pass, ref::format_verdict(v));
       ++compared;
     }
     CHECK(compared > 50);  // losses, weights and both moments of every parameter
@@ -244,7 +244,7 @@ TEST_CASE("ref train: param_groups that miss, repeat or misname a parameter are 
 TEST_CASE("ref fixtures: the pack's cases give its answers again, bitwise, from the files") {
   TempDir dir;
   const std::string pack = dir.file("pack");
-  const app::FixturesSummary s = app::write_fixtures(pack, Device::cpu());
+  const ref::FixturesSummary s = ref::write_fixtures(pack, Device::cpu());
   CHECK(s.cases > 150);
   const nlohmann::json manifest = nlohmann::json::parse(slurp(pack + "/manifest.json"));
   REQUIRE(int64_t(manifest.size()) == s.cases);
@@ -255,21 +255,21 @@ TEST_CASE("ref fixtures: the pack's cases give its answers again, bitwise, from 
     kinds.insert(e["kind"].get<std::string>());
     const auto c = serialize::read_safetensors(pack + "/" + e["case"].get<std::string>());
     const auto want = serialize::read_safetensors(pack + "/" + e["expected"].get<std::string>());
-    app::CheckOptions exact;
-    exact.tolerance = app::Tolerance{0, 0};
-    for (const auto& v : app::check_results(answer(c, Device::sim()), want, exact))
-      CHECK_MESSAGE(v.pass, app::format_verdict(v));
+    ref::CheckOptions exact;
+    exact.tolerance = ref::Tolerance{0, 0};
+    for (const auto& v : ref::check_results(answer(c, Device::sim()), want, exact))
+      CHECK_MESSAGE(v.pass, ref::format_verdict(v));
   }
   CHECK(kinds == std::set<std::string>{"op", "gpt", "train"});
   CHECK(slurp(pack + "/README.md").find("resume_second_half") != std::string::npos);
   CHECK(slurp(pack + "/README.md").find("resume_fp16_second_half") != std::string::npos);
   CHECK(slurp(pack + "/README.md").find("train_adamw_bf16") != std::string::npos);
   // Written again over itself: fine. Into a folder of other files: refused, nothing written.
-  CHECK(app::write_fixtures(pack, Device::cpu()).cases == s.cases);
+  CHECK(ref::write_fixtures(pack, Device::cpu()).cases == s.cases);
   const std::string other = dir.file("other");
   fs::create_directories(other);
   dir.write("other/notes.txt", "mine");
-  CHECK_THROWS_WITH_AS(app::write_fixtures(other, Device::cpu()), doctest::Contains("holds no fixtures pack"), Error);
+  CHECK_THROWS_WITH_AS(ref::write_fixtures(other, Device::cpu()), doctest::Contains("holds no fixtures pack"), Error);
   CHECK(std::distance(fs::directory_iterator(other), fs::directory_iterator()) == 1);
 }
 
@@ -283,9 +283,9 @@ TEST_CASE("ref optim and train: groups as PyTorch's param_groups list them are a
     g.update({{"foreach", nullptr}, {"capturable", false}, {"differentiable", false}, {"fused", nullptr},
               {"initial_lr", 0.001}});
   c.metadata["case"] = doc.dump();
-  app::CheckOptions exact;
-  exact.tolerance = app::Tolerance{0, 0};
-  for (const auto& v : app::check_results(answer(c, Device::cpu()), plain, exact)) CHECK_MESSAGE(v.pass, app::format_verdict(v));
+  ref::CheckOptions exact;
+  exact.tolerance = ref::Tolerance{0, 0};
+  for (const auto& v : ref::check_results(answer(c, Device::cpu()), plain, exact)) CHECK_MESSAGE(v.pass, ref::format_verdict(v));
 
   auto error_with = [&](const char* key, const nlohmann::json& value) -> std::string {
     nlohmann::json d = doc;
@@ -305,5 +305,5 @@ TEST_CASE("ref optim and train: groups as PyTorch's param_groups list them are a
   tdoc["optimizer"].update({{"foreach", false}, {"fused", nullptr}, {"capturable", false}});
   for (auto& g : tdoc["param_groups"]) g.update({{"differentiable", false}, {"initial_lr", 0.003}});
   t.metadata["case"] = tdoc.dump();
-  for (const auto& v : app::check_results(answer(t, Device::cpu()), t_plain, exact)) CHECK_MESSAGE(v.pass, app::format_verdict(v));
+  for (const auto& v : ref::check_results(answer(t, Device::cpu()), t_plain, exact)) CHECK_MESSAGE(v.pass, ref::format_verdict(v));
 }

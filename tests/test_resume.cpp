@@ -27,7 +27,8 @@ using namespace lathe;
 using lathe::testing::TempDir;
 using lathe::testing::read_jsonl;
 using lathe::testing::error_of;
-using namespace lathe::app;
+using namespace lathe::train;
+using namespace lathe::data;
 namespace fs = std::filesystem;
 
 namespace {

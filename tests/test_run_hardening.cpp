@@ -34,7 +34,8 @@ using lathe::testing::TempDir;
 using lathe::testing::error_of;
 using lathe::testing::read_jsonl;
 using lathe::testing::run_lathe;
-using namespace lathe::app;
+using namespace lathe::train;
+using namespace lathe::data;
 namespace fs = std::filesystem;
 
 namespace {

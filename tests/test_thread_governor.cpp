@@ -10,7 +10,7 @@
 
 #include "train/thread_governor.h"
 
-using namespace lathe::app;
+using namespace lathe::train;
 
 TEST_CASE("thread governor: free cores are the cores minus what other processes used") {
   CpuTimes a{.busy = 1000, .total = 4000, .self = 300, .cores = 2};

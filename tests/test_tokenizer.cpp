@@ -15,20 +15,21 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "data/bpe_tokenizer.h"
+#include "data/bpe_trainer.h"
+#include "data/gpt2_vocab.h"
+#include "data/token_dataset.h"
+#include "data/token_shards.h"
+#include "data/tokenize_corpus.h"
+#include "data/tokenizer_file.h"
 #include "tests/temp_dir.h"
 #include "tests/test_helpers.h"
-#include "train/bpe_tokenizer.h"
-#include "train/bpe_trainer.h"
-#include "train/gpt2_vocab.h"
-#include "train/token_dataset.h"
-#include "train/token_shards.h"
-#include "train/tokenize_corpus.h"
-#include "train/tokenizer_file.h"
 #include "train/trainer.h"
 #include "train/weights_file.h"
 
 using namespace lathe;
-using namespace lathe::app;
+using namespace lathe::train;
+using namespace lathe::data;
 using lathe::testing::error_of;
 using lathe::testing::TempDir;
 namespace fs = std::filesystem;

@@ -18,7 +18,8 @@
 using namespace lathe;
 using lathe::testing::TempDir;
 using lathe::testing::read_jsonl;
-using namespace lathe::app;
+using namespace lathe::train;
+using namespace lathe::data;
 namespace fs = std::filesystem;
 
 namespace {

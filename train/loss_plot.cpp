@@ -7,7 +7,7 @@
 
 #include "serialize/atomic_file.h"
 
-namespace lathe::app {
+namespace lathe::train {
 
 namespace {
 
@@ -256,4 +256,4 @@ void write_loss_svg(const std::string& path, const LossCurves& curves) {
   serialize::write_file_atomically(path, [&](serialize::AtomicFile& f) { f.write(svg.data(), svg.size()); });
 }
 
-}  // namespace lathe::app
+}  // namespace lathe::train

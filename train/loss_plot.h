@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-namespace lathe::app {
+namespace lathe::train {
 
 struct LossCurves {
   std::string title;                              // e.g. "tiny on fortunes"
@@ -21,4 +21,4 @@ std::string loss_curves_svg(const LossCurves& curves);
 // Writes the SVG atomically (a viewer never sees half a file).
 void write_loss_svg(const std::string& path, const LossCurves& curves);
 
-}  // namespace lathe::app
+}  // namespace lathe::train

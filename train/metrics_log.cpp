@@ -11,7 +11,7 @@
 #include "serialize/atomic_file.h"
 #include "serialize/json_document.h"
 
-namespace lathe::app {
+namespace lathe::train {
 
 MetricsLog::MetricsLog(const std::string& path, bool append) : path_(path) {
   file_ = std::fopen(path.c_str(), append ? "a" : "w");
@@ -83,4 +83,4 @@ std::vector<nlohmann::json> cut_metrics_log(const std::string& path, int64_t ste
   return kept;
 }
 
-}  // namespace lathe::app
+}  // namespace lathe::train

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace lathe::app {
+namespace lathe::train {
 
 class MetricsLog {
  public:
@@ -39,4 +39,4 @@ double metric_value(const nlohmann::json& record, const char* key, const std::st
 // error naming the file and the line. A missing file is an empty log.
 std::vector<nlohmann::json> cut_metrics_log(const std::string& path, int64_t step);
 
-}  // namespace lathe::app
+}  // namespace lathe::train

@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "serialize/json_document.h"
 
-namespace lathe::app {
+namespace lathe::train {
 
 namespace {
 
@@ -166,4 +166,4 @@ ModelChoice resolve_model_config(const std::string& name_or_path) {
   return c;
 }
 
-}  // namespace lathe::app
+}  // namespace lathe::train

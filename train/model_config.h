@@ -8,7 +8,7 @@
 
 #include "nn/gpt.h"
 
-namespace lathe::app {
+namespace lathe::train {
 
 struct ModelChoice {
   std::string name;       // the preset name, or the JSON file's stem
@@ -40,4 +40,4 @@ void check_model_fits_memory(const nn::GPTConfig& config, const std::string& wha
 // passes may still be too large, one that fails certainly is. The error names `what` (the --batch flag) and the bytes.
 void check_batch_fits_memory(const nn::GPTConfig& config, int64_t batch, const std::string& what);
 
-}  // namespace lathe::app
+}  // namespace lathe::train

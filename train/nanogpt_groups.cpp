@@ -2,7 +2,7 @@
 
 #include <vector>
 
-namespace lathe::app {
+namespace lathe::train {
 
 void add_nanogpt_param_groups(optim::Optimizer& opt, const nn::Module& model, const nlohmann::json& options) {
   std::vector<Tensor> decay, no_decay;
@@ -15,4 +15,4 @@ void add_nanogpt_param_groups(optim::Optimizer& opt, const nn::Module& model, co
   }
 }
 
-}  // namespace lathe::app
+}  // namespace lathe::train

@@ -14,8 +14,8 @@
 #include "nn/module.h"
 #include "optim/optimizer.h"
 
-namespace lathe::app {
+namespace lathe::train {
 
 void add_nanogpt_param_groups(optim::Optimizer& opt, const nn::Module& model, const nlohmann::json& options);
 
-}  // namespace lathe::app
+}  // namespace lathe::train

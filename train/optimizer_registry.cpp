@@ -5,7 +5,7 @@
 #include "optim/prodigy.h"
 #include "optim/sgd.h"
 
-namespace lathe::app {
+namespace lathe::train {
 
 const std::vector<OptimizerKind>& optimizer_kinds() {
   // The order is the order of optimizer_names().
@@ -47,4 +47,4 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& name, const 
   return kind->make(defaults, fused);
 }
 
-}  // namespace lathe::app
+}  // namespace lathe::train

@@ -1,5 +1,5 @@
 // Every optimizer a program can name, in one table: `lathe train --optimizer`, the reference case
-// kinds "optim" and "train" (train/ref/) all build their optimizer here, so a new optimizer is one
+// kinds "optim" and "train" (ref/) all build their optimizer here, so a new optimizer is one
 // row and the names and error messages agree everywhere.
 #pragma once
 
@@ -10,7 +10,7 @@
 
 #include "optim/optimizer.h"
 
-namespace lathe::app {
+namespace lathe::train {
 
 struct OptimizerKind {
   const char* name;  // as PyTorch users write it: "adamw"
@@ -31,4 +31,4 @@ std::string optimizer_names();
 // \"x\" (expected ...)") or a fused path that the optimizer does not have.
 std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& name, const nlohmann::json& defaults, bool fused);
 
-}  // namespace lathe::app
+}  // namespace lathe::train

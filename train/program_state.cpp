@@ -2,7 +2,7 @@
 
 #include "core/error.h"
 
-namespace lathe::app {
+namespace lathe::train {
 
 namespace {
 
@@ -50,4 +50,4 @@ ProgramState read_program_state(const serialize::TrainingCheckpoint& ckpt) {
   }
 }
 
-}  // namespace lathe::app
+}  // namespace lathe::train

@@ -11,7 +11,7 @@
 #include "serialize/checkpoint.h"
 #include "train/train_options.h"
 
-namespace lathe::app {
+namespace lathe::train {
 
 struct GeneratorState {
   uint64_t seed = 0;
@@ -40,4 +40,4 @@ ProgramState program_state_from_json(const nlohmann::json& j);
 // The program state of a checkpoint; errors name the file ("<path>: checkpoint program state: ...").
 ProgramState read_program_state(const serialize::TrainingCheckpoint& ckpt);
 
-}  // namespace lathe::app
+}  // namespace lathe::train

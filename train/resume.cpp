@@ -7,7 +7,7 @@
 #include "train/run_checkpoints.h"
 #include "train/trainer.h"
 
-namespace lathe::app {
+namespace lathe::train {
 
 namespace {
 
@@ -65,4 +65,4 @@ Trainer Trainer::resume(const std::string& dir_or_file, const TrainOptions& give
   return Trainer(std::move(o), &ckpt, &program, comm);
 }
 
-}  // namespace lathe::app
+}  // namespace lathe::train

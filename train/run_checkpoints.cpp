@@ -15,7 +15,7 @@
 
 #include "core/error.h"
 
-namespace lathe::app {
+namespace lathe::train {
 
 namespace fs = std::filesystem;
 
@@ -150,4 +150,4 @@ serialize::TrainingCheckpoint open_resume_checkpoint(const std::string& dir_or_f
   }
 }
 
-}  // namespace lathe::app
+}  // namespace lathe::train

@@ -27,7 +27,7 @@
 
 #include "serialize/checkpoint.h"
 
-namespace lathe::app {
+namespace lathe::train {
 
 std::string checkpoint_path(const std::string& dir, int64_t step);
 
@@ -62,4 +62,4 @@ class RunLock {
   int fd_ = -1;
 };
 
-}  // namespace lathe::app
+}  // namespace lathe::train

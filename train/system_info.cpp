@@ -13,7 +13,7 @@
 #include "core/backend.h"
 #include "core/error.h"
 
-namespace lathe::app {
+namespace lathe::train {
 
 std::vector<std::string> compiled_cpu_features() {
   std::vector<std::string> f;
@@ -140,32 +140,8 @@ size_t peak_rss_bytes() {
   return size_t(ru.ru_maxrss) * 1024;  // Linux reports kilobytes
 }
 
-std::string format_bytes(size_t bytes) {
-  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = double(bytes);
-  int u = 0;
-  while (v >= 1024.0 && u < 4) {
-    v /= 1024.0;
-    ++u;
-  }
-  char buf[32];
-  if (u == 0) std::snprintf(buf, sizeof buf, "%zu B", bytes);
-  else std::snprintf(buf, sizeof buf, v < 10 ? "%.2f %s" : v < 100 ? "%.1f %s" : "%.0f %s", v, units[u]);
-  return buf;
-}
-
-std::string format_duration(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  long s = long(std::lround(seconds));
-  char buf[32];
-  if (s >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, (s / 60) % 60);
-  else if (s >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
-  else std::snprintf(buf, sizeof buf, "%lds", s);
-  return buf;
-}
-
 void set_cpu_threads(int n) {
   if (n > 0) omp_set_num_threads(n);
 }
 
-}  // namespace lathe::app
+}  // namespace lathe::train

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace lathe::app {
+namespace lathe::train {
 
 // Vector instruction sets the compiler was allowed to use (from its predefined macros), e.g.
 // {"SSE4.2", "AVX", "AVX2", "FMA"}. With -march=native these are the host's.
@@ -24,14 +24,9 @@ bool cuda_compiled_in();
 
 // The process's peak resident set size (getrusage), in bytes.
 size_t peak_rss_bytes();
-// "12.3 MiB": binary units, three significant digits.
-std::string format_bytes(size_t bytes);
-// "1h02m", "3m05s", "42s": for ETAs.
-std::string format_duration(double seconds);
-
 // Sets the threads used by lathe's CPU kernels (OpenMP, and Eigen's GEMM through it) for a
 // program that picks its own count; n <= 0 leaves the default. (train and bench follow the free
 // cores instead: train/thread_governor.h.) Results do not depend on the count.
 void set_cpu_threads(int n);
 
-}  // namespace lathe::app
+}  // namespace lathe::train

@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-namespace lathe::app {
+namespace lathe::train {
 
 namespace {
 
@@ -127,4 +127,4 @@ int ThreadGovernor::update() {
   return threads_;
 }
 
-}  // namespace lathe::app
+}  // namespace lathe::train

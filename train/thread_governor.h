@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <optional>
 
-namespace lathe::app {
+namespace lathe::train {
 
 // CPU time in clock ticks: of the cores this process may run on (busy and all), and of itself.
 struct CpuTimes {
@@ -53,4 +53,4 @@ class ThreadGovernor {
   std::chrono::steady_clock::time_point last_time_;
 };
 
-}  // namespace lathe::app
+}  // namespace lathe::train

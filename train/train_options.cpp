@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "nn/precision.h"
 
-namespace lathe::app {
+namespace lathe::train {
 
 void validate(const TrainOptions& o) {
   LATHE_CHECK(o.steps > 0, "--steps must be positive, got ", o.steps);
@@ -136,4 +136,4 @@ TrainOptions train_options_from_json(const nlohmann::json& j) {
   return o;
 }
 
-}  // namespace lathe::app
+}  // namespace lathe::train

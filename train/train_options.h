@@ -8,7 +8,7 @@
 #include <regex>
 #include <string>
 
-namespace lathe::app {
+namespace lathe::train {
 
 // Debian's `fortunes` package: about 2.5 MB of English text, installed with the package.
 inline constexpr const char* kDefaultCorpus = "/usr/share/games/fortunes";
@@ -70,4 +70,4 @@ int max_cpu_threads();
 // `requested` capped at max_cpu_threads(); `warning` gets a one-line explanation when it was.
 int capped_threads(int requested, std::string* warning);
 
-}  // namespace lathe::app
+}  // namespace lathe::train

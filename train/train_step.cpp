@@ -5,7 +5,7 @@
 #include "core/autograd.h"
 #include "optim/clip.h"
 
-namespace lathe::app {
+namespace lathe::train {
 
 Tensor batch_slice(const Tensor& t, int64_t part, int64_t parts) {
   if (parts == 1) return t;
@@ -48,4 +48,4 @@ StepOutcome train_step(nn::GPT& model, optim::Optimizer& opt, const Tensor& x, c
   return r;
 }
 
-}  // namespace lathe::app
+}  // namespace lathe::train

@@ -18,7 +18,7 @@
 #include "optim/grad_scaler.h"
 #include "optim/optimizer.h"
 
-namespace lathe::app {
+namespace lathe::train {
 
 struct StepOutcome {
   double loss = 0;       // the batch's loss, before the update (unscaled)
@@ -57,4 +57,4 @@ StepOutcome train_step(nn::GPT& model, optim::Optimizer& opt, const Tensor& x, c
                        std::optional<double> lr = std::nullopt, optim::GradScaler* scaler = nullptr,
                        StepSync* sync = nullptr, int64_t slices = 1);
 
-}  // namespace lathe::app
+}  // namespace lathe::train

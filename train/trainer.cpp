@@ -9,21 +9,22 @@
 
 #include "core/autograd.h"
 #include "core/device_collectives.h"
+#include "core/format.h"
 #include "core/ops.h"
+#include "data/byte_tokenizer.h"
 #include "nn/sampling.h"
 #include "serialize/atomic_file.h"
+#include "train/dist/agreement.h"
 #include "train/loss_plot.h"
 #include "train/metrics_log.h"
 #include "train/nanogpt_groups.h"
 #include "train/optimizer_registry.h"
 #include "train/run_checkpoints.h"
 #include "train/system_info.h"
-#include "train/tokenizer.h"
-#include "train/dist/agreement.h"
 #include "train/train_step.h"
 #include "train/weights_file.h"
 
-namespace lathe::app {
+namespace lathe::train {
 
 namespace {
 
@@ -125,8 +126,8 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
   threads_ = std::make_unique<ThreadGovernor>(options_.threads);
   device_ = Device::parse(options_.device);
   nn::GPTConfig& cfg = state_.model_choice.config;
-  if (is_token_shard_dir(options_.data)) {
-    auto tokens = std::make_unique<TokenDataset>(options_.data, cfg.block_size);
+  if (data::is_token_shard_dir(options_.data)) {
+    auto tokens = std::make_unique<data::TokenDataset>(options_.data, cfg.block_size);
     // Most presets are sized for bytes: a fresh run's vocabulary grows to the tokenizer's ids. A
     // larger one is kept (the gpt2 preset pads GPT-2's 50,257 to 50,304 for faster matrix
     // products; ids past the tokenizer's are never drawn). A resumed run keeps its checkpoint's,
@@ -135,14 +136,14 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
     token_data_ = tokens.get();
     data_ = std::move(tokens);
   } else {
-    data_ = std::make_unique<TextDataset>(TextCorpus::open(options_.data), cfg.block_size);
+    data_ = std::make_unique<data::TextDataset>(data::TextCorpus::open(options_.data), cfg.block_size);
   }
   // Refused before anything is allocated: an absurd size would otherwise fail deep inside an
   // allocation, or overflow. A GPU's memory is not the host's, so there only overflow is checked.
   const std::string config_what = resume ? resume->path() + ": model config" : "--config " + options_.config;
   if (device_.type == DeviceType::cuda) checked_param_count(cfg, config_what);
   else check_model_fits_memory(cfg, config_what);
-  const int64_t ids = token_data_ ? int64_t(token_data_->tokenizer().vocab_size()) : ByteTokenizer::kVocabSize;
+  const int64_t ids = token_data_ ? int64_t(token_data_->tokenizer().vocab_size()) : data::ByteTokenizer::kVocabSize;
   LATHE_CHECK(cfg.vocab_size >= ids, config_what, ": vocab_size ", cfg.vocab_size, " is smaller than the ",
               token_data_ ? "tokenizer's " : "byte vocabulary (", ids, token_data_ ? " ids" : ")");
   batch_ = options_.batch > 0 ? options_.batch : state_.model_choice.default_batch;
@@ -202,7 +203,7 @@ void Trainer::restore(const serialize::TrainingCheckpoint& ckpt, const ProgramSt
   try {
     // The tokenizer first: with another one, even a stream of the same length means other text.
     const std::string had = program.tokenizer.is_null() ? "bytes"
-                                                        : TokenizerIdentity::from_json(program.tokenizer, "tokenizer").describe();
+                                                        : data::TokenizerIdentity::from_json(program.tokenizer, "tokenizer").describe();
     const std::string had_sum = program.tokenizer.is_null() ? "" : program.tokenizer.value("checksum", "");
     const std::string have = token_data_ ? token_data_->tokenizer().identity().describe() : "bytes";
     const std::string have_sum = token_data_ ? token_data_->tokenizer().identity().checksum : "";
@@ -232,7 +233,7 @@ void Trainer::restore(const serialize::TrainingCheckpoint& ckpt, const ProgramSt
   resumed_ = true;
 }
 
-Batch Trainer::local_slice(const Batch& b) const {
+data::Batch Trainer::local_slice(const data::Batch& b) const {
   return {batch_slice(b.x, comm_->rank(), comm_->size()), batch_slice(b.y, comm_->rank(), comm_->size())};
 }
 
@@ -241,7 +242,7 @@ StepResult Trainer::train_step() {
   StepResult r;
   // The global batch is drawn as in one process (so the data does not depend on the world size);
   // this rank trains its slice.
-  const Batch b = local_slice(data_->sample(Split::train, batch_, state_.data_gen, device_));
+  const data::Batch b = local_slice(data_->sample(data::Split::train, batch_, state_.data_gen, device_));
   r.lr = state_.schedule->lr(state_.step);
   // Dropout across ranks: one process with S slices draws slice j's masks at base + j * d (d: what
   // one slice's forward draws), so rank r starts at its first slice's place and every rank ends
@@ -257,7 +258,7 @@ StepResult Trainer::train_step() {
     }
     dropout.set_state(dropout.seed(), base + uint64_t(comm_->rank() * slices_per_rank_) * dropout_draws_per_slice_);
   }
-  const StepOutcome o = app::train_step(*state_.model, *state_.optimizer, b.x, b.y, options_.grad_clip, r.lr,
+  const StepOutcome o = train::train_step(*state_.model, *state_.optimizer, b.x, b.y, options_.grad_clip, r.lr,
                                         state_.scaler.get(), dp_.get(), slices_per_rank_);
   if (place_dropout)
     dropout.set_state(dropout.seed(), base + uint64_t(comm_->size() * slices_per_rank_) * dropout_draws_per_slice_);
@@ -275,7 +276,7 @@ StepResult Trainer::train_step() {
   return r;
 }
 
-double Trainer::evaluate(Split split) {
+double Trainer::evaluate(data::Split split) {
   NoGradGuard no_grad;
   nn::GPT& model = *state_.model;
   const bool was_training = model.is_training();
@@ -285,7 +286,7 @@ double Trainer::evaluate(Split split) {
   // that one process with S slices measures what S processes measure.
   std::vector<double> totals(size_t(slices_per_rank_), 0.0);
   for (int64_t i = 0; i < options_.eval_iters; ++i) {
-    const Batch b = local_slice(data_->sample(split, batch_, gen, device_));
+    const data::Batch b = local_slice(data_->sample(split, batch_, gen, device_));
     for (int64_t k = 0; k < slices_per_rank_; ++k) {
       const Tensor x = batch_slice(b.x, k, slices_per_rank_), y = batch_slice(b.y, k, slices_per_rank_);
       totals[size_t(k)] += model.forward(x, y).loss.item();
@@ -297,7 +298,7 @@ double Trainer::evaluate(Split split) {
   total /= double(slices_per_rank_);
   if (dp_) total = dp_->mean_over_ranks(total);
   const double mean = total / double(options_.eval_iters);
-  if (split == Split::val) last_val_loss_ = mean;
+  if (split == data::Split::val) last_val_loss_ = mean;
   return mean;
 }
 
@@ -321,7 +322,7 @@ void Trainer::save_weights(const std::string& path) const {
   meta["preset"] = state_.model_choice.name;
   if (last_val_loss_ >= 0) meta["val_loss"] = std::to_string(last_val_loss_);
   if (token_data_) meta["tokenizer"] = token_data_->tokenizer().identity().to_json().dump();
-  app::save_weights(path, *state_.model, meta);
+  train::save_weights(path, *state_.model, meta);
 }
 
 void Trainer::save_checkpoint(const std::string& path) const {
@@ -361,19 +362,19 @@ void Trainer::save_checkpoint(const std::string& path) const {
 std::string Trainer::sample(const std::string& prompt, int64_t tokens) const {
   const std::string text = prompt.empty() ? std::string("\n") : prompt;
   std::vector<int64_t> ids;
-  int64_t limit = ByteTokenizer::kVocabSize;
+  int64_t limit = data::ByteTokenizer::kVocabSize;
   if (token_data_) {
-    const BpeTokenizer& tok = token_data_->tokenizer();
+    const data::BpeTokenizer& tok = token_data_->tokenizer();
     for (uint32_t id : tok.encode(text)) ids.push_back(id);
     limit = int64_t(tok.vocab_size());
   } else {
-    ids = ByteTokenizer().encode(text);
+    ids = data::ByteTokenizer().encode(text);
   }
   Tensor idx = Tensor::from_vector(ids, {1, int64_t(ids.size())}, device_);
   // Only ids the tokenizer can decode: a vocabulary padded past it (gpt2's on bytes) draws bytes only.
   Tensor out = state_.model->generate(idx, tokens, 0.8, 0, derive_seed(options_.seed, kSampling), true, limit);
   const std::vector<int64_t> drawn = out.to(Device::cpu()).flatten().to_vector<int64_t>();
-  if (!token_data_) return ByteTokenizer().decode(drawn);
+  if (!token_data_) return data::ByteTokenizer().decode(drawn);
   const std::vector<uint32_t> narrow(drawn.begin(), drawn.end());
   return token_data_->tokenizer().decode(narrow);
 }
@@ -516,7 +517,7 @@ TrainSummary Trainer::run(std::FILE* log) {
 
     if (last || (o.eval_interval > 0 && step % o.eval_interval == 0)) {
       const auto t0 = Clock::now();
-      const double val = evaluate(Split::val);
+      const double val = evaluate(data::Split::val);
       const double bpb = bits_per_byte(val);
       rec["val_loss"] = val;
       rec["val_bpb"] = bpb;
@@ -588,4 +589,4 @@ TrainSummary Trainer::finish_complete_run(const std::string& dir, std::FILE* log
   return summary;
 }
 
-}  // namespace lathe::app
+}  // namespace lathe::train

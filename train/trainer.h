@@ -24,21 +24,21 @@
 
 #include "core/error.h"
 #include "core/random.h"
+#include "data/text_dataset.h"
+#include "data/token_dataset.h"
 #include "nn/gpt.h"
 #include "optim/grad_scaler.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "serialize/checkpoint.h"
-#include "train/data.h"
 #include "train/dist/communicator.h"
 #include "train/dist/data_parallel.h"
 #include "train/model_config.h"
 #include "train/program_state.h"
 #include "train/thread_governor.h"
-#include "train/token_dataset.h"
 #include "train/train_options.h"
 
-namespace lathe::app {
+namespace lathe::train {
 
 struct TrainState {
   ModelChoice model_choice;
@@ -103,9 +103,9 @@ class Trainer {
 
   TrainState& state() { return state_; }
   const TrainOptions& options() const { return options_; }
-  const Dataset& data() const { return *data_; }
+  const data::Dataset& data() const { return *data_; }
   // The tokenizer of token-shard data; null for a byte corpus (bytes are the tokens).
-  const BpeTokenizer* tokenizer() const { return token_data_ ? &token_data_->tokenizer() : nullptr; }
+  const data::BpeTokenizer* tokenizer() const { return token_data_ ? &token_data_->tokenizer() : nullptr; }
   // A validation loss in nats per token as bits per byte of the validation text.
   double bits_per_byte(double val_loss) const;
   int64_t batch_size() const { return batch_; }  // the global batch
@@ -118,7 +118,7 @@ class Trainer {
 
   StepResult train_step();
   // Mean loss over eval_iters batches of the split (no gradients, eval mode).
-  double evaluate(Split split);
+  double evaluate(data::Split split);
   // model.safetensors with the config, step and last validation loss in its metadata.
   void save_weights(const std::string& path) const;
   // The whole training state (serialize/checkpoint.h), atomically. In a data parallel run every
@@ -150,7 +150,7 @@ class Trainer {
           dist::Communicator* comm);
   void restore(const serialize::TrainingCheckpoint& ckpt, const ProgramState& program);
   // This rank's rows of a global batch.
-  Batch local_slice(const Batch& b) const;
+  data::Batch local_slice(const data::Batch& b) const;
 
   TrainOptions options_;
   std::unique_ptr<dist::Communicator> own_comm_;  // a single process's, when none was given
@@ -162,8 +162,8 @@ class Trainer {
   std::unique_ptr<ThreadGovernor> threads_;  // the CPU threads, between steps
   Device device_;
   int64_t batch_ = 0;
-  std::unique_ptr<Dataset> data_;
-  const TokenDataset* token_data_ = nullptr;  // data_ itself when it is token shards
+  std::unique_ptr<data::Dataset> data_;
+  const data::TokenDataset* token_data_ = nullptr;  // data_ itself when it is token shards
   TrainState state_;
   double last_val_loss_ = -1;
   bool resumed_ = false;
@@ -173,4 +173,4 @@ class Trainer {
   TrainSummary finish_complete_run(const std::string& dir, std::FILE* log);
 };
 
-}  // namespace lathe::app
+}  // namespace lathe::train

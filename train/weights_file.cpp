@@ -8,7 +8,7 @@
 #include "serialize/json_document.h"
 #include "serialize/weights.h"
 
-namespace lathe::app {
+namespace lathe::train {
 
 void save_weights(const std::string& path, const nn::GPT& model, serialize::Metadata extra) {
   extra["format"] = kWeightsFormat;
@@ -67,4 +67,4 @@ LoadedModel load_weights(const std::string& path, Device device) {
   return out;
 }
 
-}  // namespace lathe::app
+}  // namespace lathe::train

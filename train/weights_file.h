@@ -15,7 +15,7 @@
 #include "nn/gpt.h"
 #include "serialize/safetensors.h"
 
-namespace lathe::app {
+namespace lathe::train {
 
 inline constexpr const char* kWeightsFormat = "lathe-gpt-weights";
 
@@ -31,4 +31,4 @@ struct LoadedModel {
 // whose bytes do not match its recorded checksum.
 LoadedModel load_weights(const std::string& path, Device device = Device::cpu());
 
-}  // namespace lathe::app
+}  // namespace lathe::train

@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "core/backend.h"
+#include "core/format.h"
 #include "core/kernel_profile.h"
 #include "core/ops.h"
 #include "core/storage.h"
@@ -70,10 +71,10 @@ void print_profile(int64_t steps, const std::function<void()>& step) {
   const double step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / double(steps);
   profile::set_enabled(false);
   const std::vector<profile::KernelRow> rows = profile::take();
-  const double peak = app::cpu_fma_peak_gflops(), gemm = gemm_rate_gflops();
+  const double peak = train::cpu_fma_peak_gflops(), gemm = gemm_rate_gflops();
   std::printf("  kernel profile, %lld steps of %.1f ms, %d threads; peak: f32 multiply-adds %.1f GFLOP/s, "
               "f32 GEMM 1024^3 %.1f GFLOP/s (%.0f%% of peak)\n",
-              (long long)steps, step_s * 1e3, app::openmp_max_threads(), peak, gemm, 100.0 * gemm / peak);
+              (long long)steps, step_s * 1e3, train::openmp_max_threads(), peak, gemm, 100.0 * gemm / peak);
   std::printf("  %-24s %9s %10s %7s %10s %8s %8s\n", "kernel", "calls/step", "ms/step", "share", "GFLOP/s", "of peak",
               "of GEMM");
   double in_kernels = 0;
@@ -107,23 +108,23 @@ void run_bench(const BenchOptions& o) {
   if (o.profile && o.json) throw UsageError("--profile prints a table; it does not go with --json");
   if (o.profile && o.device != "cpu")
     throw UsageError("--profile times the CPU kernels; it does not go with --device " + o.device);
-  app::ModelChoice choice;
+  train::ModelChoice choice;
   Device device;
   nn::Precision precision = nn::Precision::f32;
   try {
     precision = nn::parse_precision(o.precision, "--precision");
-    choice = app::resolve_model_config(o.config);
+    choice = train::resolve_model_config(o.config);
     device = Device::parse(o.device);
     // As train: a model that cannot fit is refused before anything is allocated.
     if (device.type != DeviceType::cuda) {
-      app::check_model_fits_memory(choice.config, "--config " + o.config);
+      train::check_model_fits_memory(choice.config, "--config " + o.config);
       const int64_t batch = o.batch > 0 ? o.batch : choice.default_batch;
-      app::check_batch_fits_memory(choice.config, batch, "--batch " + std::to_string(batch));
+      train::check_batch_fits_memory(choice.config, batch, "--batch " + std::to_string(batch));
     }
   } catch (const Error& e) {
     throw UsageError(e.what());
   }
-  app::ThreadGovernor threads(o.threads);
+  train::ThreadGovernor threads(o.threads);
   const nn::GPTConfig& c = choice.config;
   const int64_t B = o.batch > 0 ? o.batch : choice.default_batch, T = c.block_size;
 
@@ -152,14 +153,14 @@ void run_bench(const BenchOptions& o) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / double(o.steps);
 
   const double tokens = double(B * T);
-  const double flops = app::training_flops_per_token(model.num_params(/*exclude_position_embeddings=*/true),
+  const double flops = train::training_flops_per_token(model.num_params(/*exclude_position_embeddings=*/true),
                                                      c.n_layer, c.n_embd, T) * tokens;
-  const size_t peak_rss = app::peak_rss_bytes();
+  const size_t peak_rss = train::peak_rss_bytes();
   const size_t peak_device = memory_stats(device).peak_allocated;
   if (o.json) {
     nlohmann::json j = {{"config", choice.name},  {"device", device.str()},  {"params", model.num_params()},
                         {"precision", nn::precision_name(precision)},
-                        {"batch", B},             {"seq_len", T},            {"threads", app::openmp_max_threads()},
+                        {"batch", B},             {"seq_len", T},            {"threads", train::openmp_max_threads()},
                         {"steps", o.steps},       {"ms_per_step", seconds * 1e3}, {"tok_per_s", tokens / seconds},
                         {"gflop_per_s", flops / seconds / 1e9}, {"peak_rss_bytes", peak_rss},
                         {"peak_device_bytes", peak_device}, {"version", LATHE_VERSION}};
@@ -168,11 +169,11 @@ void run_bench(const BenchOptions& o) {
   }
   std::printf("lathe %s config=%s params=%lld batch=%lld seq=%lld device=%s precision=%s threads=%d\n",
               LATHE_VERSION, choice.name.c_str(), (long long)model.num_params(), (long long)B, (long long)T,
-              device.str().c_str(), nn::precision_name(precision), app::openmp_max_threads());
+              device.str().c_str(), nn::precision_name(precision), train::openmp_max_threads());
   std::printf("  %.1f ms/step  %.0f tok/s  %.2f GFLOP/s  (%lld timed steps after %lld warm-up)\n", seconds * 1e3,
               tokens / seconds, flops / seconds / 1e9, (long long)o.steps, (long long)o.warmup);
-  std::printf("  peak memory: process RSS %s, %s allocator %s\n", app::format_bytes(peak_rss).c_str(),
-              device.str().c_str(), app::format_bytes(peak_device).c_str());
+  std::printf("  peak memory: process RSS %s, %s allocator %s\n", lathe::format_bytes(peak_rss).c_str(),
+              device.str().c_str(), lathe::format_bytes(peak_device).c_str());
   if (o.profile) print_profile(o.steps, step);
 }
 

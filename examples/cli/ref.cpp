@@ -3,13 +3,13 @@
 //   lathe ref --check GOT WANT [--rtol R --atol A] [--equal-nan]
 //                                               compares two results as torch.testing.assert_close
 //   lathe ref --write-fixtures DIR              writes the fixtures pack (cases with lathe's answers)
-// The kinds, the checker and the pack live in train/ref/.
+// The kinds, the checker and the pack live in ref/.
 #include <iostream>
 
 #include "examples/cli/commands.h"
-#include "train/ref/case_registry.h"
-#include "train/ref/fixtures.h"
-#include "train/ref/result_check.h"
+#include "ref/case_registry.h"
+#include "ref/fixtures.h"
+#include "ref/result_check.h"
 
 namespace lathe::cli {
 
@@ -26,37 +26,37 @@ struct RefArgs {
 void run_case(const RefArgs& a) {
   Device device = Device::parse(a.device);
   const serialize::SafetensorsFile c = serialize::read_safetensors(a.case_path);
-  const app::RefOutput out = app::run_reference_case(c, device);
+  const ref::RefOutput out = ref::run_reference_case(c, device);
   serialize::Metadata meta;
   if (!out.result.is_null()) meta["result"] = out.result.dump();
   serialize::write_safetensors(a.out_path, out.tensors, meta);
 }
 
 void run_check(const RefArgs& a) {
-  app::CheckOptions options;
+  ref::CheckOptions options;
   if (a.rtol || a.atol) {
     // As assert_close: the two tolerances come together, or both from the dtype.
     if (!a.rtol || !a.atol) throw UsageError("ref --check: give both --rtol and --atol, or neither");
     if (!(*a.rtol >= 0) || !(*a.atol >= 0))
       throw UsageError("ref --check: --rtol and --atol must be numbers >= 0");
-    options.tolerance = app::Tolerance{*a.rtol, *a.atol};
+    options.tolerance = ref::Tolerance{*a.rtol, *a.atol};
   }
   options.equal_nan = a.equal_nan;
   const serialize::SafetensorsFile got = serialize::read_safetensors(a.check[0]);
   const serialize::SafetensorsFile want = serialize::read_safetensors(a.check[1]);
-  const std::vector<app::TensorVerdict> verdicts = app::check_results(got, want, options);
+  const std::vector<ref::TensorVerdict> verdicts = ref::check_results(got, want, options);
   size_t passed = 0;
-  const app::TensorVerdict* worst = nullptr;
-  for (const app::TensorVerdict& v : verdicts) {
-    std::cout << app::format_verdict(v) << "\n";
+  const ref::TensorVerdict* worst = nullptr;
+  for (const ref::TensorVerdict& v : verdicts) {
+    std::cout << ref::format_verdict(v) << "\n";
     passed += v.pass;
     // The worst: a tensor that cannot be compared, else the largest share of its tolerance.
-    auto badness = [](const app::TensorVerdict& t) {
+    auto badness = [](const ref::TensorVerdict& t) {
       return t.problem.empty() ? t.worst_ratio : std::numeric_limits<double>::infinity();
     };
     if (!worst || badness(v) > badness(*worst)) worst = &v;
   }
-  if (worst) std::cout << "worst: " << app::format_verdict(*worst) << "\n";
+  if (worst) std::cout << "worst: " << ref::format_verdict(*worst) << "\n";
   std::cout << passed << " of " << verdicts.size() << " tensors pass\n";
   if (passed != verdicts.size() || verdicts.empty()) throw NegativeVerdict{};
 }
@@ -91,7 +91,7 @@ void add_ref_command(CLI::App& app) {
     } else if (!a->check.empty()) {
       run_check(*a);
     } else {
-      const app::FixturesSummary s = app::write_fixtures(a->fixtures_dir, Device::parse(a->device));
+      const ref::FixturesSummary s = ref::write_fixtures(a->fixtures_dir, Device::parse(a->device));
       std::cout << "wrote " << s.cases << " cases with lathe's answers to " << a->fixtures_dir << " (see "
                 << a->fixtures_dir << "/README.md)\n";
     }

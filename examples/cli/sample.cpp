@@ -11,10 +11,10 @@
 #include "examples/cli/commands.h"
 #include <optional>
 
-#include "serialize/json_document.h"
-#include "train/bpe_tokenizer.h"
+#include "data/bpe_tokenizer.h"
+#include "data/byte_tokenizer.h"
 #include "nn/precision.h"
-#include "train/tokenizer.h"
+#include "serialize/json_document.h"
 #include "train/weights_file.h"
 
 namespace lathe::cli {
@@ -60,20 +60,20 @@ void run_sample(const SampleOptions& o) {
   // A runtime error (exit 1) naming the reason: a loop of symbolic links is not a missing file.
   struct stat st {};
   LATHE_CHECK(::stat(o.checkpoint.c_str(), &st) == 0, o.checkpoint, ": ", std::strerror(errno));
-  app::LoadedModel loaded = app::load_weights(o.checkpoint, device);
+  train::LoadedModel loaded = train::load_weights(o.checkpoint, device);
   loaded.model->set_precision(precision);
   // The tokenizer the model was trained with: bytes, or the one its metadata names (checked
   // against its checksum, so a changed file is an error, not garbled text).
   const auto recorded = loaded.metadata.find("tokenizer");
-  std::optional<app::BpeTokenizer> tok;
+  std::optional<data::BpeTokenizer> tok;
   int64_t ids = 0;  // the ids drawn: those the model was trained to emit
   if (recorded != loaded.metadata.end() && recorded->second != "bytes") {
     const nlohmann::json j = serialize::parse_json_document(recorded->second, o.checkpoint + ": metadata \"tokenizer\"");
-    tok.emplace(app::load_tokenizer(app::TokenizerIdentity::from_json(j, o.checkpoint), "checkpoint " + o.checkpoint));
+    tok.emplace(data::load_tokenizer(data::TokenizerIdentity::from_json(j, o.checkpoint), "checkpoint " + o.checkpoint));
     ids = int64_t(tok->vocab_size());  // end-of-text included: it marks where a document ends
   } else {
-    tok.emplace(app::load_tokenizer("bytes"));
-    ids = app::ByteTokenizer::kVocabSize;  // a byte corpus has no end-of-text
+    tok.emplace(data::load_tokenizer("bytes"));
+    ids = data::ByteTokenizer::kVocabSize;  // a byte corpus has no end-of-text
   }
   // An empty prompt starts from a newline, as nanoGPT's sample.py does.
   std::vector<int64_t> prompt;

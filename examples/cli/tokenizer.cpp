@@ -1,5 +1,5 @@
 // lathe tokenizer train | encode | decode | bench, and lathe tokenize: byte-level BPE tokenizers
-// (train/bpe_tokenizer.h) and the token shards `lathe train --data DIR` reads (train/token_shards.h).
+// (data/bpe_tokenizer.h) and the token shards `lathe train --data DIR` reads (data/token_shards.h).
 // TOK names a tokenizer: a file written by `tokenizer train`, a GPT-2 vocab.bpe (encoder.json
 // beside it), `gpt2` (fetched by tools/fetch_gpt2_vocab.sh) or `bytes`.
 #include <omp.h>
@@ -9,13 +9,13 @@
 #include <cstdio>
 #include <thread>
 
+#include "data/bpe_trainer.h"
+#include "data/corpus_file.h"
+#include "data/text_dataset.h"
+#include "data/tokenize_corpus.h"
+#include "data/tokenizer_file.h"
 #include "examples/cli/commands.h"
 #include "serialize/json_document.h"
-#include "train/bpe_trainer.h"
-#include "train/corpus_file.h"
-#include "train/data.h"
-#include "train/tokenize_corpus.h"
-#include "train/tokenizer_file.h"
 #include "train/train_options.h"
 
 namespace lathe::cli {
@@ -28,10 +28,10 @@ int default_threads() { return std::max(1, omp_get_num_procs()); }
 
 // The whole of one regular file, with the corpus reader's errors (they name the file).
 std::string read_input(const std::string& path, const char* what) {
-  app::CorpusFile info;
-  app::FileHandle fd = app::open_regular_file(path, what, info);
+  data::CorpusFile info;
+  data::FileHandle fd = data::open_regular_file(path, what, info);
   std::string text(info.size, '\0');
-  app::read_exact(fd.get(), info, 0, info.size, reinterpret_cast<uint8_t*>(text.data()));
+  data::read_exact(fd.get(), info, 0, info.size, reinterpret_cast<uint8_t*>(text.data()));
   return text;
 }
 
@@ -42,7 +42,7 @@ void write_stdout(const std::string& bytes) {
 // ---- tokenizer train
 
 struct TrainTokenizerOptions {
-  std::string data = app::kDefaultCorpus;
+  std::string data = train::kDefaultCorpus;
   uint64_t vocab_size = 0;
   std::string out;
   std::string pattern = "gpt2";
@@ -52,25 +52,25 @@ void run_train_tokenizer(const TrainTokenizerOptions& o) {
   if (o.vocab_size < 256 || o.vocab_size > kMaxVocabSize)
     throw UsageError("--vocab-size must be in [256, 2^32] (256 byte tokens plus merges), got " +
                      std::to_string(o.vocab_size));
-  app::PretokenPattern pattern;
+  data::PretokenPattern pattern;
   try {
-    pattern = app::parse_pretoken_pattern(o.pattern);
+    pattern = data::parse_pretoken_pattern(o.pattern);
   } catch (const Error& e) {
     throw UsageError(std::string("--pattern: ") + e.what());
   }
   const auto t0 = std::chrono::steady_clock::now();
-  const app::TextCorpus corpus = app::TextCorpus::open(o.data);
-  app::PieceCounts counts(pattern);
+  const data::TextCorpus corpus = data::TextCorpus::open(o.data);
+  data::PieceCounts counts(pattern);
   for (size_t i = 0; i < corpus.file_count(); ++i) counts.add_text(corpus.text(corpus.file_begin(i), corpus.file_size(i)));
-  app::TokenizerFile file;
+  data::TokenizerFile file;
   file.pattern = pattern;
-  file.merges = app::train_bpe_merges(counts, o.vocab_size);
-  app::write_tokenizer_file(o.out, file);
+  file.merges = data::train_bpe_merges(counts, o.vocab_size);
+  data::write_tokenizer_file(o.out, file);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const uint64_t made = 256 + file.merges.size();
   std::printf("trained %s: %llu tokens (%zu merges) + end-of-text id %llu, pattern %s, on %s (%zu bytes, %llu pieces) in %.2f s\n",
               o.out.c_str(), (unsigned long long)made, file.merges.size(), (unsigned long long)made,
-              app::pretoken_pattern_name(pattern), o.data.c_str(), corpus.size(),
+              data::pretoken_pattern_name(pattern), o.data.c_str(), corpus.size(),
               (unsigned long long)counts.total_pieces(), s);
   if (made < o.vocab_size)
     std::printf("note: the corpus has no adjacent pair left to merge after %zu merges (asked for %llu tokens)\n",
@@ -89,7 +89,7 @@ struct RunOptions {
 
 void run_encode(const RunOptions& o) {
   if (o.threads < 0) throw UsageError("--threads must be >= 0 (0: all processors), got " + std::to_string(o.threads));
-  const app::BpeTokenizer tok = app::load_tokenizer(o.tokenizer);
+  const data::BpeTokenizer tok = data::load_tokenizer(o.tokenizer);
   const std::string text = read_input(o.file, "input");
   const std::vector<uint32_t> ids = tok.encode(text, o.threads == 0 ? default_threads() : o.threads);
   std::string out = "[";
@@ -106,7 +106,7 @@ void run_encode(const RunOptions& o) {
 
 void run_decode(const RunOptions& o) {
   const std::string& path = o.file;
-  const app::BpeTokenizer tok = app::load_tokenizer(o.tokenizer);
+  const data::BpeTokenizer tok = data::load_tokenizer(o.tokenizer);
   const nlohmann::json j = serialize::parse_json_document(read_input(path, "token file"), path);
   LATHE_CHECK(j.is_array(), path, ": not a JSON array of token ids");
   std::vector<uint32_t> ids;
@@ -123,7 +123,7 @@ void run_decode(const RunOptions& o) {
 void run_bench(const RunOptions& o) {
   if (o.repeats < 1) throw UsageError("--repeats must be >= 1, got " + std::to_string(o.repeats));
   if (o.threads < 0) throw UsageError("--threads must be >= 0 (0: all processors), got " + std::to_string(o.threads));
-  const app::BpeTokenizer tok = app::load_tokenizer(o.tokenizer);
+  const data::BpeTokenizer tok = data::load_tokenizer(o.tokenizer);
   const std::string text = read_input(o.file, "input");
   const int all = o.threads > 0 ? o.threads : default_threads();
   auto best_seconds = [&](int n, size_t& count) {
@@ -148,9 +148,9 @@ void run_bench(const RunOptions& o) {
 
 struct TokenizeOptions {
   std::string tokenizer;
-  std::string data = app::kDefaultCorpus;
+  std::string data = train::kDefaultCorpus;
   std::string out;
-  uint64_t shard_tokens = app::kDefaultShardTokens;
+  uint64_t shard_tokens = data::kDefaultShardTokens;
   int threads = 0;
 };
 
@@ -159,8 +159,8 @@ void run_tokenize(const TokenizeOptions& o) {
     throw UsageError("--shard-tokens must be in [1, 2^31 - 1], got " + std::to_string(o.shard_tokens));
   if (o.threads < 0) throw UsageError("--threads must be >= 0 (0: all processors), got " + std::to_string(o.threads));
   if (o.out.empty()) throw UsageError("--out must name a directory, got an empty string");
-  const app::BpeTokenizer tok = app::load_tokenizer(o.tokenizer);
-  app::tokenize_corpus(tok, o.data, o.out, size_t(o.shard_tokens), o.threads == 0 ? default_threads() : o.threads, stdout);
+  const data::BpeTokenizer tok = data::load_tokenizer(o.tokenizer);
+  data::tokenize_corpus(tok, o.data, o.out, size_t(o.shard_tokens), o.threads == 0 ? default_threads() : o.threads, stdout);
 }
 
 }  // namespace

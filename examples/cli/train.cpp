@@ -19,7 +19,7 @@ namespace {
 
 // Exit status 2 for the user's mistakes in the command line, 1 for everything else.
 int exit_code_of(const std::exception& e) {
-  return dynamic_cast<const UsageError*>(&e) || dynamic_cast<const app::ResumeSettingsError*>(&e) ? 2 : 1;
+  return dynamic_cast<const UsageError*>(&e) || dynamic_cast<const train::ResumeSettingsError*>(&e) ? 2 : 1;
 }
 
 // Under `mpirun -np N` every process runs this with its own communicator (train/dist/). Starting
@@ -27,11 +27,11 @@ int exit_code_of(const std::exception& e) {
 // data, every rank stops with one error that rank 0 prints. During the run an error that every
 // rank meets alike (a diverged loss) is printed once too; an error of one rank alone (a write that
 // failed) names the rank and ends the whole run, so that no rank waits forever for it.
-void train_on_every_rank(const std::function<app::Trainer(dist::Communicator*)>& make) {
+void train_on_every_rank(const std::function<train::Trainer(dist::Communicator*)>& make) {
   const std::unique_ptr<dist::Communicator> comm = dist::make_communicator();
-  std::optional<app::Trainer> trainer;
+  std::optional<train::Trainer> trainer;
   dist::on_every_rank(*comm, [&] { trainer.emplace(make(comm.get())); }, exit_code_of);
-  dist::check_same_run(*comm, app::to_json(trainer->options()), dist::data_fingerprint(trainer->data()));
+  dist::check_same_run(*comm, train::to_json(trainer->options()), dist::data_fingerprint(trainer->data()));
   try {
     trainer->run(stdout);
   } catch (const dist::CollectiveError&) {
@@ -46,31 +46,31 @@ void train_on_every_rank(const std::function<app::Trainer(dist::Communicator*)>&
 
 // Option values out of range are usage errors (exit 2); everything after, such as a missing
 // corpus, is a runtime error (exit 1).
-void run_train(app::TrainOptions o) {
+void run_train(train::TrainOptions o) {
   train_on_every_rank([&](dist::Communicator* comm) {
     try {
-      app::validate(o);
-      const app::ModelChoice model = app::resolve_model_config(o.config);
+      train::validate(o);
+      const train::ModelChoice model = train::resolve_model_config(o.config);
       // A model that cannot fit is the user's choice of sizes, refused before the corpus is read.
       if (Device::parse(o.device).type != DeviceType::cuda) {
-        app::check_model_fits_memory(model.config, "--config " + o.config);
+        train::check_model_fits_memory(model.config, "--config " + o.config);
         const int64_t batch = o.batch > 0 ? o.batch : model.default_batch;
-        app::check_batch_fits_memory(model.config, batch, "--batch " + std::to_string(batch));
+        train::check_batch_fits_memory(model.config, batch, "--batch " + std::to_string(batch));
       }
     } catch (const Error& e) {
       throw UsageError(e.what());
     }
-    return app::Trainer(std::move(o), comm);
+    return train::Trainer(std::move(o), comm);
   });
 }
 
 // --resume: the checkpoint's run, with the run-management flags the user gave on top
-// (app::Trainer::resume), at any world size. Flags that contradict the checkpoint are usage errors.
-void run_resume(const app::TrainOptions& given, const std::vector<std::string>& given_keys) {
+// (train::Trainer::resume), at any world size. Flags that contradict the checkpoint are usage errors.
+void run_resume(const train::TrainOptions& given, const std::vector<std::string>& given_keys) {
   train_on_every_rank([&](dist::Communicator* comm) {
     try {
-      return app::Trainer::resume(given.resume, given, given_keys, comm);
-    } catch (const app::ResumeSettingsError& e) {
+      return train::Trainer::resume(given.resume, given, given_keys, comm);
+    } catch (const train::ResumeSettingsError& e) {
       throw UsageError(e.what());
     }
   });
@@ -95,7 +95,7 @@ CLI::Validator integer_in_range() {
 // Values a flag's type admits but a run does not, when given explicitly: 0 and negative numbers
 // also mean "the default" for --batch and --min-lr, and "" for --out, so only the command line can
 // tell a mistake from a default.
-void check_explicit_values(const CLI::App& cmd, const app::TrainOptions& o) {
+void check_explicit_values(const CLI::App& cmd, const train::TrainOptions& o) {
   auto given = [&](const char* name) { return cmd.get_option(name)->count() > 0; };
   if (given("--batch") && o.batch <= 0) throw UsageError("--batch must be positive, got " + std::to_string(o.batch));
   if (given("--min-lr") && o.min_lr < 0)
@@ -115,7 +115,7 @@ void add_train_command(CLI::App& app) {
       "  lathe train --config tiny --precision bf16 --out runs/tiny-bf16\n"
       "  lathe train --resume runs/tiny --steps 1000     (continue the same run)\n"
       "  mpirun -np 2 lathe train --config tiny --threads 1 --out runs/tiny-dp   (data parallel; --batch is global)");
-  auto o = std::make_shared<app::TrainOptions>();
+  auto o = std::make_shared<train::TrainOptions>();
   cmd->add_option("--data", o->data, "text file or directory (read recursively, sorted by path), or a directory of token shards")
       ->capture_default_str();
   cmd->add_option("--config", o->config, "model preset (tiny, small, char, nanogpt-cpu, gpt2) or a JSON file of GPTConfig fields")
@@ -190,7 +190,7 @@ void add_train_command(CLI::App& app) {
       run_resume(*o, given);
       return;
     }
-    app::TrainOptions opts = *o;
+    train::TrainOptions opts = *o;
     if (lr->count() == 0 && opts.optimizer == "prodigy") opts.lr = 1.0;
     run_train(std::move(opts));
   });

@@ -5,14 +5,14 @@
 #include <string>
 
 #include "core/autograd.h"
+#include "data/byte_tokenizer.h"
+#include "data/text_dataset.h"
 #include "nn/gpt.h"
 #include "optim/adam.h"
 #include "optim/clip.h"
 #include "optim/schedule.h"
-#include "train/data.h"
 #include "train/nanogpt_groups.h"
 #include "train/system_info.h"
-#include "train/tokenizer.h"
 #include "tutorial.h"
 
 using namespace lathe;
@@ -22,12 +22,12 @@ int main() {
   tutorial::part("data");
   // [tutorial:data]
   const int64_t block_size = 32, batch = 8;
-  app::TextDataset data(app::TextCorpus::open(LATHE_TUTORIAL_DIR "/data/workshop.txt"), block_size);
+  data::TextDataset data(data::TextCorpus::open(LATHE_TUTORIAL_DIR "/data/workshop.txt"), block_size);
   std::printf("corpus %zu bytes: %zu for training, %zu for validation\n", data.corpus().size(),
-              data.split_size(app::Split::train), data.split_size(app::Split::val));
+              data.split_size(data::Split::train), data.split_size(data::Split::val));
   Generator data_gen(/*seed=*/1);  // where the batches come from: (seed, offset)
-  app::Batch b = data.sample(app::Split::train, batch, data_gen);
-  app::ByteTokenizer tok;
+  data::Batch b = data.sample(data::Split::train, batch, data_gen);
+  data::ByteTokenizer tok;
   std::cout << "x " << b.x.desc() << ", y " << b.y.desc() << "\n";
   std::cout << "x[0] \"" << tok.decode(b.x.select(0, 0).to_vector<int64_t>()) << "\"\n";
   std::cout << "y[0] \"" << tok.decode(b.y.select(0, 0).to_vector<int64_t>()) << "\"\n";
@@ -35,13 +35,13 @@ int main() {
 
   tutorial::part("setup");
   // [tutorial:setup]
-  app::set_cpu_threads(1);  // a model this small gains nothing from threads
+  train::set_cpu_threads(1);  // a model this small gains nothing from threads
   nn::GPTConfig cfg;
   cfg.vocab_size = 256, cfg.block_size = block_size, cfg.n_layer = 2, cfg.n_head = 2, cfg.n_embd = 32;
   nn::GPT model(cfg, /*seed=*/1337);
   model.to(DType::f64);  // see the chapter: the printed losses are then the same on every CPU
   optim::AdamW opt;      // no parameters yet: nanoGPT's two groups follow
-  app::add_nanogpt_param_groups(opt, model, {{"lr", 5e-3}, {"weight_decay", 0.1}, {"betas", {0.9, 0.99}}});
+  train::add_nanogpt_param_groups(opt, model, {{"lr", 5e-3}, {"weight_decay", 0.1}, {"betas", {0.9, 0.99}}});
   for (size_t g = 0; g < opt.param_groups().size(); ++g)
     std::cout << "group " << g << ": " << opt.param_groups()[g].params.size() << " tensors, weight_decay "
               << opt.param_groups()[g].number("weight_decay") << "\n";
@@ -57,7 +57,7 @@ int main() {
     Generator val_gen(/*seed=*/2);  // the same windows at every evaluation
     double total = 0;
     for (int i = 0; i < 4; ++i) {
-      app::Batch v = data.sample(app::Split::val, batch, val_gen);
+      data::Batch v = data.sample(data::Split::val, batch, val_gen);
       total += model.forward(v.x, v.y).loss.item();
     }
     model.train();
@@ -69,7 +69,7 @@ int main() {
   // [tutorial:loop]
   std::printf("step   0  val loss %.4f\n", evaluate());
   for (int64_t step = 0; step < steps; ++step) {
-    app::Batch xy = data.sample(app::Split::train, batch, data_gen);
+    data::Batch xy = data.sample(data::Split::train, batch, data_gen);
     Tensor loss = model.forward(xy.x, xy.y).loss;   // forward: mean cross-entropy
     loss.backward();                                // gradients into every parameter's .grad
     double norm = optim::clip_grad_norm(model.parameters(), 1.0).item();

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "data/text_dataset.h"
 #include "nn/gpt.h"
 #include "optim/adam.h"
 #include "serialize/checkpoint.h"
-#include "train/data.h"
 #include "train/nanogpt_groups.h"
 #include "train/system_info.h"
 #include "tutorial.h"
@@ -43,15 +43,15 @@ Run make_run(Device device) {
   r.model = std::make_unique<nn::GPT>(config(), /*seed=*/1337, device);
   r.model->to(DType::f64);
   r.opt = std::make_unique<optim::AdamW>();
-  app::add_nanogpt_param_groups(*r.opt, *r.model, {{"lr", 1e-2}, {"weight_decay", 0.1}});
+  train::add_nanogpt_param_groups(*r.opt, *r.model, {{"lr", 1e-2}, {"weight_decay", 0.1}});
   return r;
 }
 
 // n training steps; returns each step's loss.
-std::vector<double> train(Run& r, const app::TextDataset& data, int n) {
+std::vector<double> train_steps(Run& r, const data::TextDataset& data, int n) {
   std::vector<double> losses;
   for (int i = 0; i < n; ++i, ++r.step) {
-    app::Batch b = data.sample(app::Split::train, 8, r.data_gen, r.model->device());
+    data::Batch b = data.sample(data::Split::train, 8, r.data_gen, r.model->device());
     Tensor loss = r.model->forward(b.x, b.y).loss;
     loss.backward();
     r.opt->step();
@@ -64,19 +64,19 @@ std::vector<double> train(Run& r, const app::TextDataset& data, int n) {
 
 int main() {
   std::cout << std::boolalpha;
-  app::set_cpu_threads(1);  // one thread: small work, and bitwise reproducible
+  train::set_cpu_threads(1);  // one thread: small work, and bitwise reproducible
   const fs::path dir = fs::temp_directory_path() / ("lathe-tutorial-ch07-" + std::to_string(getpid()));
   fs::create_directories(dir);
   auto hide_dir = [&](std::string s) {  // temporary paths differ from run to run
     for (size_t at; (at = s.find(dir.string())) != std::string::npos;) s.replace(at, dir.string().size(), "DIR");
     return s;
   };
-  app::TextDataset data(app::TextCorpus::open(LATHE_TUTORIAL_DIR "/data/workshop.txt"), 32);
+  data::TextDataset data(data::TextCorpus::open(LATHE_TUTORIAL_DIR "/data/workshop.txt"), 32);
 
   tutorial::part("save");
   // [tutorial:save]
   Run a = make_run(Device::cpu());
-  train(a, data, 5);
+  train_steps(a, data, 5);
   const std::string path = (dir / "ckpt-5.safetensors").string();
   serialize::TrainingStateRef ref;
   ref.model = a.model.get();
@@ -85,7 +85,7 @@ int main() {
   ref.model_description = config();
   ref.program = {{"data_gen", {a.data_gen.seed(), a.data_gen.offset()}}};
   serialize::save_training_state(path, ref);
-  std::vector<double> uninterrupted = train(a, data, 5);  // steps 6 to 10 of the run that never stopped
+  std::vector<double> uninterrupted = train_steps(a, data, 5);  // steps 6 to 10 of the run that never stopped
   // [/tutorial:save]
   // [tutorial:contents]
   // A checkpoint is a plain safetensors file: any reader opens it.
@@ -129,7 +129,7 @@ int main() {
   std::cout << "resumed at step " << b.step << " on " << b.model->device() << "; exp_avg of parameter 0 on "
             << b.opt->state(0, "exp_avg").device() << ", its step counter on "
             << b.opt->state(0, "step").device() << "\n";
-  std::vector<double> resumed = train(b, data, 5);
+  std::vector<double> resumed = train_steps(b, data, 5);
   for (size_t i = 0; i < resumed.size(); ++i)
     std::printf("step %zu  uninterrupted %.6f  resumed %.6f  %s\n", i + 6, uninterrupted[i], resumed[i],
                 std::memcmp(&uninterrupted[i], &resumed[i], sizeof(double)) == 0 ? "bitwise equal" : "DIFFERENT");

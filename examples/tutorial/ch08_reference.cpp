@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "ref/case_registry.h"
 #include "serialize/safetensors.h"
-#include "train/ref/case_registry.h"
 #include "train/system_info.h"
 #include "tutorial.h"
 
@@ -51,7 +51,7 @@ int mismatches(const Tensor& got, const std::vector<double>& want, double atol, 
 
 int main() {
   std::cout << std::boolalpha;
-  app::set_cpu_threads(1);  // one thread: small work, and bitwise reproducible
+  train::set_cpu_threads(1);  // one thread: small work, and bitwise reproducible
   const fs::path dir = fs::temp_directory_path() / ("lathe-tutorial-ch08-" + std::to_string(getpid()));
   fs::create_directories(dir);
 
@@ -77,7 +77,7 @@ int main() {
   // [tutorial:run]
   // What `lathe ref CASE OUT` does, as a library call: read the case, run its kind on a device.
   serialize::SafetensorsFile c = serialize::read_safetensors(case_path);
-  app::RefOutput lathe_out = app::run_reference_case(c, Device::cpu());
+  ref::RefOutput lathe_out = ref::run_reference_case(c, Device::cpu());
   for (const auto& [name, t] : lathe_out.tensors) std::cout << "  " << name << " " << t.desc() << "\n";
   // [/tutorial:run]
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "data/token_dataset.h"
 #include "serialize/checksum.h"
-#include "train/token_dataset.h"
 
 namespace lathe::dist {
 
@@ -57,10 +57,10 @@ void check_same_run(Communicator& comm, const nlohmann::json& options, const std
   }
 }
 
-std::string data_fingerprint(const app::Dataset& data) {
-  if (const auto* text = dynamic_cast<const app::TextDataset*>(&data)) {
+std::string data_fingerprint(const data::Dataset& data) {
+  if (const auto* text = dynamic_cast<const data::TextDataset*>(&data)) {
     // The checksums of 1 MiB pieces, checksummed in turn: the whole corpus, read once.
-    const app::TextCorpus& corpus = text->corpus();
+    const data::TextCorpus& corpus = text->corpus();
     constexpr size_t kPiece = size_t(1) << 20;
     std::vector<uint8_t> piece(kPiece);
     std::vector<uint64_t> sums;
@@ -72,7 +72,7 @@ std::string data_fingerprint(const app::Dataset& data) {
     const uint64_t sum = serialize::checksum_bytes(sums.data(), sums.size() * sizeof(uint64_t));
     return "a corpus of " + std::to_string(corpus.size()) + " bytes with checksum " + serialize::checksum_hex(sum);
   }
-  if (const auto* tokens = dynamic_cast<const app::TokenDataset*>(&data))
+  if (const auto* tokens = dynamic_cast<const data::TokenDataset*>(&data))
     return "token shards of " + std::to_string(tokens->stream_size()) + " tokens of tokenizer " +
            tokens->tokenizer().identity().checksum + " (" + tokens->describe() + ")";
   return data.describe();

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "train/data.h"
+#include "data/text_dataset.h"
 #include "train/dist/communicator.h"
 
 namespace lathe::dist {
@@ -38,6 +38,6 @@ void check_same_run(Communicator& comm, const nlohmann::json& options, const std
 
 // What a rank's training data is, in one line: a byte corpus by the checksum of all its bytes (and
 // its size); token shards by their tokenizer's checksum, their token count and their description.
-std::string data_fingerprint(const app::Dataset& data);
+std::string data_fingerprint(const data::Dataset& data);
 
 }  // namespace lathe::dist

@@ -3,7 +3,7 @@
 // Every process holds the whole model and the same optimizer (never rebuilt: the one the run made,
 // with the same groups and parameters at every world size) and computes the gradients of its
 // slice of the global batch. DataParallel then makes the processes agree at the three points of a
-// step (app::StepSync):
+// step (train::StepSync):
 //
 //   backward   gradients are packed into buckets (about kBucketBytes each, parameters in reverse
 //              order, the order the backward pass finishes them); a bucket's all-reduce starts as
@@ -47,7 +47,7 @@ namespace lathe::dist {
 // parameters that train (`numels[i]`, 0 for a frozen one). Every parameter is in exactly one range.
 std::vector<std::pair<int64_t, int64_t>> shard_ranges(const std::vector<int64_t>& numels, int world_size);
 
-class DataParallel final : public app::StepSync {
+class DataParallel final : public train::StepSync {
  public:
   static constexpr size_t kBucketBytes = size_t(2) << 20;
 

@@ -1,0 +1,63 @@
+// `lathe ref --check GOT WANT`: two result files compared tensor by tensor, with the verdicts of
+// PyTorch's torch.testing.assert_close.
+//
+// An element passes when got == want (infinities of one sign included) or when
+// |got - want| <= atol + rtol * |want| holds in the tensor's own dtype: like torch.isclose, a
+// 16-bit tensor computes the difference and the allowance in f32 and rounds each to its dtype, so
+// that a pair "failing by a hair" fails here exactly when it fails in PyTorch. NaN passes only
+// against NaN and only with equal_nan. The tolerances default by dtype to assert_close's: f32
+// 1.3e-6 / 1e-5, f64 1e-7 / 1e-7, bf16 1.6e-2 / 1e-5, f16 1e-3 / 1e-5, integers and booleans
+// exact. A tensor passes when it has want's shape and dtype and all its elements pass; the files
+// pass when they hold the same tensor names and every tensor passes.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/shape.h"
+#include "serialize/safetensors.h"
+
+namespace lathe::ref {
+
+struct Tolerance {
+  double rtol = 0;
+  double atol = 0;
+};
+
+// assert_close's defaults for a dtype.
+Tolerance default_tolerance(DType dtype);
+
+struct CheckOptions {
+  std::optional<Tolerance> tolerance;  // for every tensor; the dtype's default when absent
+  bool equal_nan = false;
+};
+
+struct TensorVerdict {
+  std::string name;
+  Shape shape;          // want's (got's for a tensor only got has)
+  DType dtype = DType::f32;
+  bool pass = false;
+  std::string problem;    // for a failure without elements to compare: missing, shape, dtype
+  Tolerance tolerance;    // the tolerance applied
+  int64_t elements = 0;
+  int64_t mismatched = 0;
+  // The element farthest outside (or nearest to the edge of) its allowance: |got - want| divided
+  // by atol + rtol |want|, infinite for a NaN or an infinity that differs. Only with elements.
+  double worst_ratio = 0;
+  int64_t worst_index = -1;  // flat index of that element
+  double worst_got = 0, worst_want = 0;
+  double max_abs_diff = 0;   // over the finite differences
+};
+
+// Every tensor of `want` in its file order, then the tensors only `got` has (failing). `got` and
+// `want` name their files in messages.
+std::vector<TensorVerdict> check_results(const serialize::SafetensorsFile& got, const serialize::SafetensorsFile& want,
+                                         const CheckOptions& options);
+
+// A verdict as one line for the terminal ("PASS output [2, 3] f32 ...").
+std::string format_verdict(const TensorVerdict& v);
+
+}  // namespace lathe::ref

@@ -1,0 +1,304 @@
+// Reference case kind "train": a few steps of nanoGPT's training loop (docs/reference-cases.md).
+//
+//   for t in range(steps):
+//     logits, loss = model(idx.<t>, targets.<t>); losses[t] = loss   (before the update)
+//     loss.backward(); clip_grad_norm_(params, grad_clip) if grad_clip != 0
+//     optimizer.step(); optimizer.zero_grad(set_to_none=True)
+//
+// That is train_step (train/train_step.h), the step `lathe train` takes. Dropout is off. The
+// optimizer spec {"name": "sgd" | "adam" | "adamw" | "prodigy", "fused"?, <PyTorch option names>}
+// goes over the case's "param_groups" when it lists them; without them it is built as nanoGPT's
+// configure_optimizers builds AdamW (train/nanogpt_groups.h): parameters with 2 or more dims take
+// the given weight_decay, the others (biases, LayerNorm weights) weight_decay 0. The optimizer can
+// start from given state (optimizer_state.* tensors, a resumed run) and return its state
+// ("return_state": true), so that a run can be cut in two cases. "precision": "bf16" | "fp16" runs
+// the model under the mixed-precision policy (nn/precision.h); fp16 with the dynamic loss scaler
+// ("scaler": its options), whose state is returned and read back as scaler.scale and
+// scaler.growth_tracker, and whose skipped steps are the result "skipped".
+#include <map>
+#include <memory>
+
+#include "core/error.h"
+#include "core/ops.h"
+#include "nn/gpt.h"
+#include "nn/precision.h"
+#include "optim/grad_scaler.h"
+#include "ref/case_model.h"
+#include "ref/kinds.h"
+#include "ref/torch_options.h"
+#include "serialize/json_document.h"
+#include "train/nanogpt_groups.h"
+#include "train/optimizer_registry.h"
+#include "train/train_step.h"
+
+namespace lathe::ref {
+
+namespace {
+
+constexpr const char* K = "case kind \"train\": ";
+
+// The case's explicit "param_groups": [{"params": [parameter names], <option overrides>}, ...],
+// each parameter of the model in exactly one group, in PyTorch's way of listing groups.
+void add_named_param_groups(optim::Optimizer& opt, const nn::Module& model, const nlohmann::json& groups) {
+  LATHE_CHECK(groups.is_array() && !groups.empty(), K,
+              "\"param_groups\" must be a non-empty list of {\"params\": [parameter names], ...}");
+  const auto named = model.named_parameters();
+  std::map<std::string, int64_t> group_of;  // parameter name -> its group, -1 while in none
+  std::string all_names;
+  for (const auto& [name, p] : named) {
+    group_of[name] = -1;
+    all_names += (all_names.empty() ? "" : ", ") + name;
+  }
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const nlohmann::json& g = groups[gi];
+    LATHE_CHECK(g.is_object() && g.contains("params") && g["params"].is_array() && !g["params"].empty(), K,
+                "param_groups[", gi, "] needs \"params\", a non-empty list of parameter names");
+    std::vector<Tensor> params;
+    for (const auto& v : g["params"]) {
+      LATHE_CHECK(v.is_string(), K, "param_groups[", gi, "] lists ", serialize::quote_json(v),
+                  ", which is not a parameter name");
+      const std::string name = v;
+      auto it = group_of.find(name);
+      LATHE_CHECK(it != group_of.end(), K, "param_groups[", gi, "] names \"", name,
+                  "\", which is not a parameter of the model (its parameters: ", all_names, ")");
+      LATHE_CHECK(it->second < 0, K, "parameter \"", name, "\" is in param_groups[", it->second,
+                  "] and again in param_groups[", gi, "]");
+      it->second = int64_t(gi);
+      for (const auto& [n, p] : named)
+        if (n == name) params.push_back(p);
+    }
+    nlohmann::json overrides = g;
+    overrides.erase("params");
+    overrides = without_implementation_options(overrides, opt.fused(), K + ("param_groups[" + std::to_string(gi) + "]"));
+    try {
+      opt.add_param_group(params, overrides);
+    } catch (const Error& e) {
+      LATHE_FAIL(K, "param_groups[", gi, "]: ", e.what());
+    }
+  }
+  for (const auto& [name, p] : named)
+    LATHE_CHECK(group_of.at(name) >= 0, K, "parameter \"", name, "\" is in no group of \"param_groups\"");
+}
+
+// The case's optimizer: {"name", "fused"?, <PyTorch option names>}. The options are the
+// optimizer's own (its constructor's, as torch.optim.AdamW(groups, lr=...) takes them); the
+// groups are the case's "param_groups" when it has them, else nanoGPT's (train/nanogpt_groups.h).
+std::unique_ptr<optim::Optimizer> case_optimizer(const nlohmann::json& doc, const nn::GPT& model) {
+  const nlohmann::json& spec = doc["optimizer"];
+  LATHE_CHECK(spec.is_object() && spec.contains("name") && spec["name"].is_string(), K,
+              "\"optimizer\" must be an object with a \"name\" (", train::optimizer_names(), ")");
+  const nlohmann::json fused = spec.value("fused", nlohmann::json(false));
+  LATHE_CHECK(fused.is_boolean() || fused.is_null(), K, "\"fused\" of the optimizer must be true, false or null, got ",
+              serialize::quote_json(fused));
+  nlohmann::json options = spec;
+  options.erase("name");
+  options = without_implementation_options(options, fused == true, std::string(K) + "\"optimizer\"");
+  const bool explicit_groups = doc.contains("param_groups");
+  std::unique_ptr<optim::Optimizer> opt;
+  try {
+    opt = train::make_optimizer(spec["name"].get<std::string>(), explicit_groups ? options : nlohmann::json::object(),
+                         fused == true);
+  } catch (const Error& e) {
+    LATHE_FAIL(K, e.what());
+  }
+  if (explicit_groups) add_named_param_groups(*opt, model, doc["param_groups"]);
+  else train::add_nanogpt_param_groups(*opt, model, options);
+  return opt;
+}
+
+// Optimizer state in a case, under names another implementation can produce:
+// "optimizer_state.<parameter name>.<key>", "optimizer_state.group.<g>.<key>" and
+// "optimizer_state.global.<key>"; the optimizer's own names number the parameters instead.
+constexpr const char* kStatePrefix = "optimizer_state.";
+
+std::map<TensorImpl*, std::string> parameter_names(const nn::Module& model) {
+  std::map<TensorImpl*, std::string> out;
+  for (const auto& [name, p] : model.named_parameters()) out[p.id()] = name;
+  return out;
+}
+
+std::string case_state_name(const optim::StateEntry& e, const optim::Optimizer& opt,
+                            const std::map<TensorImpl*, std::string>& names) {
+  if (e.scope == optim::StateScope::param) return kStatePrefix + names.at(opt.param(e.index).id()) + "." + e.key;
+  return kStatePrefix + e.name;  // "group.<g>.<key>", "global.<key>"
+}
+
+// The case's optimizer_state.* tensors, loaded into `opt` under its own names.
+void load_case_state(const serialize::SafetensorsFile& c, optim::Optimizer& opt, const nn::Module& model) {
+  std::map<std::string, int64_t> index_of;  // parameter name -> the optimizer's number
+  const auto names = parameter_names(model);
+  for (size_t i = 0; i < opt.num_params(); ++i) index_of[names.at(opt.param(int64_t(i)).id())] = int64_t(i);
+  std::map<std::string, optim::StateSource> sources;
+  for (const auto& [name, t] : c.tensors) {
+    if (name.rfind(kStatePrefix, 0) != 0) continue;
+    const std::string rest = name.substr(std::string(kStatePrefix).size());
+    if (rest.rfind("group.", 0) == 0 || rest.rfind("global.", 0) == 0) {
+      sources[rest] = optim::StateSource{t};
+      continue;
+    }
+    const auto dot = rest.rfind('.');
+    const std::string param = dot == std::string::npos ? "" : rest.substr(0, dot);
+    auto it = index_of.find(param);
+    LATHE_CHECK(it != index_of.end(), K, "state tensor \"", name,
+                "\" names no parameter the optimizer holds (expected optimizer_state.<parameter name>.<key>, "
+                "optimizer_state.group.<g>.<key> or optimizer_state.global.<key>)");
+    sources["param." + std::to_string(it->second) + rest.substr(dot)] = optim::StateSource{t};
+  }
+  if (sources.empty()) return;
+  try {
+    opt.load_state(sources);
+  } catch (const Error& e) {
+    LATHE_FAIL(K, "optimizer_state: ", e.what());
+  }
+}
+
+// t for "<prefix><t>" written the way the case format writes it (decimal, no sign, no leading
+// zero); -1 for any other name.
+int64_t step_of(const std::string& name, const std::string& prefix) {
+  if (name.size() <= prefix.size() || name.size() > prefix.size() + 18 || name.rfind(prefix, 0) != 0) return -1;
+  const std::string digits = name.substr(prefix.size());
+  if (digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+  const int64_t t = std::stoll(digits);
+  return std::to_string(t) == digits ? t : -1;
+}
+
+constexpr const char* kScalerPrefix = "scaler.";
+
+bool is_step_input(const std::string& name, int64_t steps) {
+  if (name.rfind(kStatePrefix, 0) == 0) return true;  // read by load_case_state
+  if (name.rfind(kScalerPrefix, 0) == 0) return true;  // read by case_scaler
+  for (const char* prefix : {"idx.", "targets."}) {
+    const int64_t t = step_of(name, prefix);
+    if (t >= 0 && t < steps) return true;
+  }
+  return false;
+}
+
+bool has_step_inputs(const serialize::SafetensorsFile& c, int64_t t) {
+  return c.find("idx." + std::to_string(t)) && c.find("targets." + std::to_string(t));
+}
+
+// How many steps, from 0 on, have both idx.<t> and targets.<t>; never more than the tensors.
+int64_t steps_provided(const serialize::SafetensorsFile& c) {
+  int64_t t = 0;
+  while (has_step_inputs(c, t)) ++t;
+  return t;
+}
+
+std::string first_missing_input(const serialize::SafetensorsFile& c, int64_t t) {
+  const std::string idx = "idx." + std::to_string(t);
+  return c.find(idx) ? "targets." + std::to_string(t) : idx;
+}
+
+// The case's precision ("f32" default, "bf16", "fp16").
+nn::Precision case_precision(const nlohmann::json& spec) {
+  const nlohmann::json p = spec.value("precision", nlohmann::json("f32"));
+  LATHE_CHECK(p.is_string(), K, "\"precision\" must be \"f32\", \"bf16\" or \"fp16\", got ", serialize::quote_json(p));
+  try {
+    return nn::parse_precision(p.get<std::string>(), "\"precision\"");
+  } catch (const Error& e) {
+    LATHE_FAIL(K, e.what());
+  }
+}
+
+// fp16's loss scaler: "scaler": {"init_scale", "growth_factor", "backoff_factor",
+// "growth_interval"} (PyTorch's GradScaler defaults), its state from scaler.* tensors when the case
+// has them (a resumed run).
+std::unique_ptr<optim::GradScaler> case_scaler(const serialize::SafetensorsFile& c, const nlohmann::json& spec,
+                                               nn::Precision precision) {
+  if (!nn::needs_loss_scaling(precision)) {
+    LATHE_CHECK(!spec.contains("scaler"), K, "\"scaler\" is for \"precision\": \"fp16\" only");
+    for (const auto& [name, t] : c.tensors)
+      LATHE_CHECK(name.rfind(kScalerPrefix, 0) != 0, K, "tensor \"", name,
+                  "\" is loss-scaler state, which only an fp16 case has");
+    return nullptr;
+  }
+  const nlohmann::json s = spec.value("scaler", nlohmann::json::object());
+  LATHE_CHECK(s.is_object(), K, "\"scaler\" must be an object of GradScaler options, got ", serialize::quote_json(s));
+  optim::GradScalerOptions o;
+  for (const auto& [key, v] : s.items()) {
+    const bool number = v.is_number() && !v.is_boolean();
+    if (key == "init_scale" && number) o.init_scale = v.get<double>();
+    else if (key == "growth_factor" && number) o.growth_factor = v.get<double>();
+    else if (key == "backoff_factor" && number) o.backoff_factor = v.get<double>();
+    else if (key == "growth_interval" && v.is_number_integer()) o.growth_interval = v.get<int64_t>();
+    else
+      LATHE_FAIL(K, "\"scaler\": unknown option or wrong type \"", key, "\" = ", serialize::quote_json(v),
+                 " (options: init_scale, growth_factor, backoff_factor, growth_interval)");
+  }
+  std::unique_ptr<optim::GradScaler> scaler;
+  try {
+    scaler = std::make_unique<optim::GradScaler>(o);
+    std::map<std::string, optim::StateSource> sources;
+    for (const auto& [name, t] : c.tensors)
+      if (name.rfind(kScalerPrefix, 0) == 0) sources[name] = optim::StateSource{t};
+    if (!sources.empty()) scaler->load_state(sources);
+  } catch (const Error& e) {
+    LATHE_FAIL(K, e.what());
+  }
+  return scaler;
+}
+
+}  // namespace
+
+RefOutput run_train_case(const serialize::SafetensorsFile& c, const nlohmann::json& spec, Device device) {
+  LATHE_CHECK(spec.contains("steps") && spec["steps"].is_number_integer() && spec["steps"].get<int64_t>() >= 1, K,
+              "the case document needs \"steps\" (an integer >= 1)");
+  LATHE_CHECK(spec.contains("optimizer"), K, "the case document has no \"optimizer\"");
+  const int64_t steps = spec["steps"].get<int64_t>();
+  // Every step reads its own inputs, so the case's tensors bound the steps: refused at once, not
+  // after a loop over a count the document made up.
+  const int64_t provided = steps_provided(c);
+  LATHE_CHECK(steps <= provided, K, "\"steps\" is ", steps, " but the case holds inputs for ", provided,
+              " step", provided == 1 ? "" : "s", " (\"", first_missing_input(c, provided), "\" is missing)");
+  const double grad_clip = spec.value("grad_clip", 0.0);
+  LATHE_CHECK(grad_clip >= 0, K, "invalid grad_clip = ", grad_clip, " (must be >= 0; 0 = no clipping)");
+  auto model_ptr = case_gpt(c, spec, device, "train", [steps](const std::string& n) { return is_step_input(n, steps); },
+                            "idx.<t> / targets.<t> for t < " + std::to_string(steps) + " / optimizer_state.*");
+  nn::GPT& model = *model_ptr;
+  model.train();
+  const nn::Precision precision = case_precision(spec);
+  model.set_precision(precision);
+  auto scaler = case_scaler(c, spec, precision);
+
+  std::vector<Tensor> idx, targets;
+  for (int64_t s = 0; s < steps; ++s) {
+    idx.push_back(case_tokens(c, "idx." + std::to_string(s), model, device, "train"));
+    targets.push_back(case_tokens(c, "targets." + std::to_string(s), model, device, "train"));
+    LATHE_CHECK(targets.back().shape() == idx.back().shape(), K, "targets.", s, " ",
+                shape_str(targets.back().shape()), " must have the shape of idx.", s, " ", shape_str(idx.back().shape()));
+  }
+
+  auto opt = case_optimizer(spec, model);
+  load_case_state(c, *opt, model);
+  const nlohmann::json return_state = spec.value("return_state", nlohmann::json(false));
+  LATHE_CHECK(return_state.is_boolean(), K, "\"return_state\" must be true or false, got ",
+              serialize::quote_json(return_state));
+  std::vector<float> losses;
+  std::vector<int32_t> skipped;
+  for (int64_t s = 0; s < steps; ++s) {
+    const train::StepOutcome o =
+        train::train_step(model, *opt, idx[size_t(s)], targets[size_t(s)], grad_clip, std::nullopt, scaler.get());
+    losses.push_back(float(o.loss));
+    skipped.push_back(o.skipped ? 1 : 0);
+  }
+
+  RefOutput result;
+  result.tensors.emplace_back("losses", Tensor::from_vector(losses, {steps}));
+  if (scaler) {
+    result.tensors.emplace_back("skipped", Tensor::from_vector(skipped, {steps}));
+    for (const optim::StateEntry& e : scaler->state_entries()) result.tensors.emplace_back(e.name, e.tensor);
+  }
+  for (const auto& [name, p] : model.state_dict()) {
+    if (name == "lm_head.weight" && !c.find(name)) continue;
+    result.tensors.emplace_back(name, p.detach());
+  }
+  if (return_state.get<bool>()) {
+    const auto names = parameter_names(model);
+    for (const optim::StateEntry& e : opt->state_entries())
+      result.tensors.emplace_back(case_state_name(e, *opt, names), e.tensor);
+  }
+  return result;
+}
+
+}  // namespace lathe::ref
