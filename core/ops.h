@@ -74,7 +74,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 // softmax(scale q k^T + causal mask) v for q, k, v [B, H, T, hs] of one floating dtype (query i
 // sees keys 0..i), as torch's scaled_dot_product_attention(is_causal=True, scale=scale). On a
 // backend with `has_fused_attention()` (the CPU, f32 and f64) one fused kernel keeps no [B, H, T, T]
-// tensor (core/cpu/attention_kernels.cpp); elsewhere it is composed of matmul and softmax. Returns
+// tensor (core/cpu/attention.cpp); elsewhere it is composed of matmul and softmax. Returns
 // [B, H, T, hs]; the fused path's is a view of [B, T, H, hs] storage, so that putting the heads
 // side by side again (transpose(1, 2), then reshape) copies nothing.
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale);

@@ -2,12 +2,17 @@
 // initialisation (cuda_backend.cpp); touching no GPU until a cuda tensor is first made.
 //
 // Host code is split by kernel family, each file translating Tensors into the plain pointers,
-// shapes and strides of kernels.h:
+// shapes and strides of kernels.h. A family has one stem everywhere: its CPU kernels in
+// core/cpu/<stem>.cpp, its CUDA kernels in cuda/<stem>.cu, their host glue in backend_<stem>.cpp:
 //   cuda_backend.cpp           memory, copies between host and device, synchronisation
-//   backend_data.cpp           copy, fill, arange, random numbers
-//   backend_elementwise.cpp    unary, binary, where, reduce
-//   backend_matmul.cpp         cuBLAS batched products
-//   backend_nn.cpp             softmax, layer norm, embedding, cross-entropy, indexing, Adam
+//   backend_copy.cpp           copy, fill, arange, random numbers
+//   backend_elementwise.cpp    unary, binary, where
+//   backend_reduce.cpp         sums, means, maxima over any dims
+//   backend_matmul.cpp         cuBLAS batched products (no .cu of its own)
+//   backend_norm.cpp           softmax, layer norm
+//   backend_tokens.cpp         embedding, cross-entropy
+//   backend_index.cpp          index_select, index_add, gather, scatter_add
+//   backend_optim.cpp          Adam and AdamW
 // Every kernel runs on the device's one stream; the host waits only in copy_to_host and
 // synchronize. tests/test_cuda.cpp checks every kernel against the CPU backend: on a GPU through
 // tools/gpu_check.sh, and without one through cuda/emulator/run.sh (a CPU emulator of the kernels).

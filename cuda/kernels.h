@@ -1,5 +1,5 @@
-// The boundary between the CUDA backend's host code (cuda_backend*.cpp, which knows lathe's
-// Tensor) and its kernels (*.cu, which know only raw pointers, shapes and strides).
+// The boundary between the CUDA backend's host code (cuda_backend.cpp and backend_*.cpp, which
+// know lathe's Tensor) and its kernels (*.cu, which know only raw pointers, shapes and strides).
 //
 // Of lathe's core headers only the dependency-free op table is included: nvcc then never parses
 // Eigen, which keeps the .cu files quick to compile. DT mirrors lathe::DType by value
@@ -86,7 +86,7 @@ size_t reduce_scratch_bytes(ReduceOp op, DT dtype, int64_t K, int64_t R, bool ro
 void launch_reduce(ReduceOp op, DT dtype, const void* x, int64_t K, int64_t R, bool rows, void* out, void* scratch,
                    int sm_count, cudaStream_t s);
 
-// ---- nn.cu: row kernels over the last dim of contiguous tensors ----
+// ---- norm.cu: softmax and layer norm, row kernels over the last dim of contiguous tensors ----
 void launch_softmax(DT dtype, const void* x, void* y, int64_t rows, int64_t len, bool log, cudaStream_t s);
 void launch_softmax_backward(DT dtype, const void* y, const void* gy, void* gx, int64_t rows, int64_t len,
                              bool log, cudaStream_t s);

@@ -1,7 +1,7 @@
 // Optimizer update kernels: Adam/AdamW for one parameter (the plain path) and for many in one
 // launch (the fused path), in place.
 //
-// The per-element arithmetic is core/cpu/optim_kernels.cpp's, operation for operation, in the same
+// The per-element arithmetic is core/cpu/optim.cpp's, operation for operation, in the same
 // order and compute type (f32, or f64 when parameter or moments are f64); the two backends then
 // differ only where one compiler fuses a multiply-add the other does not. The plain path takes its
 // step scalars computed on the host exactly as the CPU does. The fused path keeps each step counter
@@ -15,7 +15,7 @@ namespace lathe::cuda {
 
 namespace {
 
-// One step's scalars, as core/cpu/optim_kernels.cpp's adam_scalars.
+// One step's scalars, as core/cpu/optim.cpp's adam_scalars.
 struct StepScalars {
   double beta1, one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay;
   double decay_factor;   // 1 - lr * wd (AdamW)

@@ -1,5 +1,5 @@
 // Kernels indexed by token ids: embedding (ids pick rows) and cross-entropy (targets pick
-// classes), forward and backward, following core/cpu/nn_token_kernels.cpp.
+// classes), forward and backward, following core/cpu/tokens.cpp.
 //
 // Ids out of range are recorded in the device's error flag (never read out of bounds); the host
 // raises the error at its next synchronisation. The embedding gradient is deterministic without

@@ -1,4 +1,4 @@
-// The fused causal attention (core/ops/nn_attention.cpp, core/cpu/attention_kernels.cpp): its
+// The fused causal attention (core/ops/nn_attention.cpp, core/cpu/attention.cpp): its
 // gradient in f64, agreement with attention composed of matmul and softmax (what PyTorch's
 // reference model computes), query blocks that end mid-sequence, strided views of one qkv
 // projection as the model passes them, thread-count invariance, and bad input.

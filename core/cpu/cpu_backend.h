@@ -1,7 +1,9 @@
 // The CPU backend: Eigen for matrix products, OpenMP across cores for large ops, templates over
 // the element type so that inner loops have no dispatch. It serves `cpu` and the `sim` devices
-// (host memory standing in for an accelerator's). Its kernels live in one file per family:
-// copy.cpp, elementwise.cpp, reduce.cpp, matmul.cpp, nn_kernels.cpp, index.cpp, optim_kernels.cpp.
+// (host memory standing in for an accelerator's). Its kernels live in one file per family, under the
+// stem the CUDA backend uses too (cuda/cuda_backend.h): copy.cpp, elementwise.cpp, reduce.cpp,
+// matmul.cpp, attention.cpp, norm.cpp (softmax, layer norm), tokens.cpp (embedding, cross-entropy),
+// index.cpp, optim.cpp.
 //
 // Determinism: work is split into chunks whose boundaries depend only on the problem size, never
 // on the thread count, and partial results are combined in a fixed order. A run is bitwise

@@ -1,6 +1,6 @@
 // lathe's f32 matrix product kernel, register-tiled, on the calling thread: every f32 product of
 // the CPU backend (core/cpu/matmul.cpp cuts products into blocks and calls this per block) and the
-// small products of causal attention (core/cpu/attention_kernels.cpp).
+// small products of causal attention (core/cpu/attention.cpp).
 //
 // A tile of kRows rows x up to kVectors vectors of C stays in registers while the inner dim is
 // walked once, reading A by broadcasts (so A may be stored either way round, e.g. P or P^T) and B

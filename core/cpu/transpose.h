@@ -3,7 +3,7 @@
 //   dst[c * dst_stride + r] = src[r * src_stride + c]
 //
 // The matrix product packs x @ w^T's weight this way (core/cpu/matmul.cpp) and the fused attention
-// transposes a head's K and V (core/cpu/attention_kernels.cpp). Element by element, a transpose
+// transposes a head's K and V (core/cpu/attention.cpp). Element by element, a transpose
 // reads or writes a new cache line for almost every element and ran at about 6 cycles an element;
 // with AVX-512 an f32 block goes 16 x 16 at a time through registers (16 loads, 64 shuffles, 16
 // stores), and only the edges go element by element.

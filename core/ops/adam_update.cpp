@@ -1,5 +1,5 @@
 // The fused Adam/AdamW updates: the one place that checks their operands, so that every backend's
-// kernel (core/cpu/optim_kernels.cpp, cuda/optim.cu) can assume them.
+// kernel (core/cpu/optim.cpp, cuda/optim.cu) can assume them.
 //
 // Why an optimizer's arithmetic has an entry in core at all: device code reaches lathe only
 // through a backend (core/backend.h), and cuda/ may depend on core alone. A fused multi-tensor

@@ -1,5 +1,5 @@
 // Fused causal attention, its forward and backward side by side; the kernels are the backend's
-// (core/cpu/attention_kernels.cpp). A backend without them, or a 16-bit dtype, gets the same
+// (core/cpu/attention.cpp). A backend without them, or a 16-bit dtype, gets the same
 // attention composed of matmul and softmax.
 #include <limits>
 

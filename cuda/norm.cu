@@ -1,7 +1,7 @@
 // Row kernels over the last dim of contiguous tensors: softmax, log-softmax and layer norm, with
 // their backward passes. One block per row; the block size follows the row length.
 //
-// The arithmetic follows core/cpu/nn_kernels.cpp: softmax sums in the compute type (f32, or f64
+// The arithmetic follows core/cpu/norm.cpp: softmax sums in the compute type (f32, or f64
 // for f64), layer-norm statistics in f64 in two passes, 16-bit rows computed in f32. Reductions
 // run in a fixed tree, so results repeat run to run; the layer-norm weight and bias gradients
 // are summed per fixed chunk of rows and the chunks combined in order (no atomics).
