@@ -827,6 +827,7 @@ def main():
     args = ap.parse_args()
     lathe = os.path.abspath(args.lathe)
     root = tempfile.mkdtemp(prefix="lathe_bad_inputs_")
+    started = time.monotonic()
     try:
         inp = Inputs(root, lathe)
         cases = all_cases(inp)
@@ -835,8 +836,14 @@ def main():
         for listed in (PENDING | EXPECTED_OK) - set(names):
             print(f"bad_inputs: listed case {listed} does not exist", file=sys.stderr)
             return 1
+        def timed(case):
+            start = time.monotonic()
+            verdict = judge(case, lathe, root, args.timeout)
+            return case, verdict, time.monotonic() - start
+        setup_seconds = time.monotonic() - started
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-            results = list(pool.map(lambda c: (c, judge(c, lathe, root, args.timeout)), cases))
+            timed_results = list(pool.map(timed, cases))
+        results = [(case, verdict) for case, verdict, _ in timed_results]
     finally:
         shutil.rmtree(root, ignore_errors=True)
     failures, pending_open, pending_fixed = [], [], []
@@ -853,6 +860,10 @@ def main():
         print(f"pending {verdict}: {case.name}: {detail}")
     for case, _, _ in pending_fixed:
         print(f"pending case now passes, move it out of PENDING: {case.name}")
+    # The slowest runs, so that a case that grows slow (this driver has a ctest timeout) is seen.
+    slowest = sorted(timed_results, key=lambda r: -r[2])[:5]
+    print(f"bad_inputs: inputs built in {setup_seconds:.1f} s; slowest cases: "
+          + ", ".join(f"{case.name} {seconds:.1f} s" for case, _, seconds in slowest))
     print(f"bad_inputs: {len(cases)} cases, {len(failures)} failed, {len(EXPECTED_OK)} expected-ok, "
           f"{len(pending_open)} pending, {len(pending_fixed)} pending already fixed")
     return 1 if failures else 0
