@@ -264,7 +264,7 @@ RefOutput run_train_case(const serialize::SafetensorsFile& c, const nlohmann::js
   std::vector<Tensor> idx, targets;
   for (int64_t s = 0; s < steps; ++s) {
     idx.push_back(case_tokens(c, "idx." + std::to_string(s), model, device, "train"));
-    targets.push_back(case_tokens(c, "targets." + std::to_string(s), model, device, "train"));
+    targets.push_back(case_tokens(c, "targets." + std::to_string(s), model, device, "train", /*targets=*/true));
     LATHE_CHECK(targets.back().shape() == idx.back().shape(), K, "targets.", s, " ",
                 shape_str(targets.back().shape()), " must have the shape of idx.", s, " ", shape_str(idx.back().shape()));
   }
