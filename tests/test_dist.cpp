@@ -4,6 +4,7 @@
 // tests/dist/dist_train.py.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -226,6 +227,31 @@ TEST_CASE("dist: bad --zero and --freeze values are errors naming the flag") {
   CHECK(error_of([&] { train::Trainer t(o); }).find("matches no parameter") != std::string::npos);
   o.freeze = ".";
   CHECK(error_of([&] { train::Trainer t(o); }).find("nothing would train") != std::string::npos);
+}
+
+TEST_CASE("dist: --dist-timeout is a positive number of seconds, given to the communicator; a resume may change it") {
+  TempDir d("timeout");
+  train::TrainOptions o = tiny_run(d, "run");
+  for (double bad : {0.0, -1.0, std::nan(""), HUGE_VAL}) {
+    INFO(bad);
+    o.dist_timeout = bad;
+    CHECK(error_of([&] { train::validate(o); }).find("--dist-timeout must be a positive number of seconds") !=
+          std::string::npos);
+  }
+  dist::SingleProcessCommunicator comm;
+  CHECK(comm.timeout() == dist::kDefaultTimeoutSeconds);
+  CHECK(error_of([&] { comm.set_timeout(0); }).find("positive") != std::string::npos);
+  o.dist_timeout = 7.5;
+  train::Trainer(o, &comm).run(nullptr);
+  CHECK(comm.timeout() == 7.5);
+  CHECK(comm.activity() == "the checkpoint at step 6");  // what the run did last with its communicator
+  train::TrainOptions more = o;
+  more.steps = 8;
+  more.dist_timeout = 60;
+  dist::SingleProcessCommunicator again;
+  train::Trainer resumed = train::Trainer::resume(o.out, more, {"steps", "dist_timeout"}, &again);
+  CHECK(resumed.options().dist_timeout == 60);
+  CHECK(again.timeout() == 60);
 }
 
 TEST_CASE("dist: --grad-slices sums the slices' gradients in one process; a batch it does not divide is refused") {

@@ -93,7 +93,8 @@ class Trainer {
   // `dir_or_file` (a checkpoint file, or the newest checkpoint of a run directory), takes the
   // checkpoint's options with the run-management flags of `given` that the user set (`given_keys`:
   // JSON keys of TrainOptions) applied on top -- steps, eval_interval, eval_iters, ckpt_interval,
-  // keep_last, threads, device, out (default: the checkpoint's directory), sample_tokens, data --
+  // keep_last, threads, device, out (default: the checkpoint's directory), sample_tokens, data,
+  // zero, grad_slices, dist_timeout --
   // and restores the whole state onto the device. Any other key given with a value other than the
   // checkpoint's is a ResumeSettingsError naming it (a resumed run is the same run); a damaged or
   // unfitting checkpoint is a lathe::Error naming the file.

@@ -174,6 +174,10 @@ void add_train_command(CLI::App& app) {
                   "process running an equal share (default: one per process); one process with --grad-slices 2 "
                   "reproduces mpirun -np 2 bitwise")
       ->check(in_i64);
+  cmd->add_option("--dist-timeout", o->dist_timeout,
+                  "under mpirun: seconds a process waits for the others in a collective before the job ends, "
+                  "naming the process that did not arrive")
+      ->capture_default_str();
   cmd->add_option("--freeze", o->freeze,
                   "train with the parameters whose names match this regular expression frozen (no gradient, no "
                   "optimizer state), e.g. 'wte' or '^transformer\\.h\\.0\\.'");

@@ -19,6 +19,9 @@ Scenarios:
              different corpora: one error, printed once, and every rank exits nonzero
     kill     rank 1 killed mid-run, then rank 0 killed while it checkpoints every step: the job
              ends within 30 s naming the rank, and every checkpoint file is whole
+    stuck    rank 1 stopped (SIGSTOP) mid-run under --dist-timeout 5, then rank 0: every process of
+             the job, the stopped one included, is gone within the timeout plus 10 s, and stderr
+             has one line naming the stopped rank, the step and --dist-timeout
 
 Skips (exit 77, which ctest shows as skipped) when mpirun is not installed or lathe was built
 without MPI. Only the standard library: safetensors files are read by hand.
@@ -334,11 +337,71 @@ def kill_rank(lathe, tmp, data, rank, ckpt_interval, wait_for):
            "; left by an interrupted save: %s" % others if others else ""))
 
 
+def scenario_stuck(lathe, tmp, data):
+    # Rank 1 stopped: rank 0 names it. Rank 0 stopped: rank 1, the lowest rank still waiting, names it.
+    for rank in (1, 0):
+        stop_rank(lathe, tmp, data, rank, timeout=5)
+
+
+def stop_rank(lathe, tmp, data, rank, timeout):
+    out = os.path.join(tmp, "stuck-run%d" % rank)
+    cmd = [MPIRUN, *MPI_FLAGS, "-np", "2", lathe, "train", "--config", "tiny", "--data", data, "--threads", "1",
+           "--steps", "100000", "--eval-interval", "0", "--sample-tokens", "0", "--dist-timeout", str(timeout),
+           "--out", out]
+    job = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    metrics = os.path.join(out, "metrics.jsonl")
+    deadline = time.time() + 120
+    while time.time() < deadline and job.poll() is None:  # training has started: steps are logged
+        if os.path.exists(metrics) and os.path.getsize(metrics) > 0:
+            break
+        time.sleep(0.05)
+    pids = {r: rank_pid(r, job.pid, os.path.basename(out)) for r in (0, 1)}
+    if None in pids.values() or job.poll() is not None:
+        job.kill()
+        fail("could not find the ranks of the running job:\n%s" % (job.communicate()[0] or ""))
+    os.kill(pids[rank], signal.SIGSTOP)
+    stopped = time.time()
+    try:
+        _, err = job.communicate(timeout=timeout + 10)
+    except subprocess.TimeoutExpired:
+        for pid in pids.values():
+            os.kill(pid, signal.SIGKILL)
+        job.kill()
+        fail("the job went on for %d s after rank %d was stopped (--dist-timeout %d)" % (timeout + 10, rank, timeout))
+    took = time.time() - stopped
+    while time.time() < stopped + timeout + 10 and any(alive(p) for p in pids.values()):
+        time.sleep(0.05)
+    left = [r for r, p in pids.items() if alive(p)]
+    if left:
+        for r in left:
+            os.kill(pids[r], signal.SIGKILL)
+        fail("mpirun ended but rank(s) %s of the job are still alive %.0f s after rank %d was stopped" %
+             (left, time.time() - stopped, rank))
+    if job.returncode == 0:
+        fail("the job exited 0 after rank %d was stopped" % rank)
+    lines = [l for l in err.splitlines() if l.startswith("lathe:")]
+    if (len(lines) != 1 or not re.search(r"\brank %d of 2 did not arrive" % rank, lines[0]) or
+            not re.search(r"\bstep \d+", lines[0]) or "--dist-timeout" not in lines[0]):
+        fail("rank %d stopped: want one line naming rank %d, the step and --dist-timeout, got exit %d:\n%s" %
+             (rank, rank, job.returncode, err))
+    print("rank %d stopped: every process gone in %.1f s (exit %d), saying \"%s\"" % (rank, took, job.returncode,
+                                                                                    lines[0]))
+
+
+def alive(pid):
+    """Whether process `pid` exists and is not a zombie."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lathe", required=True)
     ap.add_argument("--lathe-tests")
-    ap.add_argument("scenario", choices=["losses", "resume", "freeze", "bad", "kill"])
+    ap.add_argument("scenario", choices=["losses", "resume", "freeze", "bad", "kill", "stuck"])
     a = ap.parse_args()
     if not MPIRUN:
         print("SKIP: mpirun is not installed (tools/deps.sh installs openmpi-bin and libopenmpi-dev)")
@@ -358,8 +421,10 @@ def main():
             scenario_freeze(a.lathe, a.lathe_tests, tmp, data)
         elif a.scenario == "bad":
             scenario_bad(a.lathe, tmp, data)
-        else:
+        elif a.scenario == "kill":
             scenario_kill(a.lathe, tmp, data)
+        else:
+            scenario_stuck(a.lathe, tmp, data)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
