@@ -234,6 +234,14 @@ void Trainer::restore(const serialize::TrainingCheckpoint& ckpt, const ProgramSt
   resumed_ = true;
 }
 
+nlohmann::json Trainer::applied_options() const {
+  nlohmann::json j = to_json(options_);
+  j["batch"] = batch_;
+  j["min_lr"] = options_.effective_min_lr();
+  j["grad_slices"] = slices_per_rank_ * comm_->size();
+  return j;
+}
+
 data::Batch Trainer::local_slice(const data::Batch& b) const {
   return {batch_slice(b.x, comm_->rank(), comm_->size()), batch_slice(b.y, comm_->rank(), comm_->size())};
 }

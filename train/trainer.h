@@ -104,6 +104,11 @@ class Trainer {
 
   TrainState& state() { return state_; }
   const TrainOptions& options() const { return options_; }
+  // The options as this run applies them, as JSON: the defaults that stand for a value resolved
+  // (batch 0 for the preset's, min_lr -1 for lr / 10, grad_slices 0 for one per process). The
+  // ranks of a data parallel run compare these, so they differ only where the runs would, and a
+  // difference shows the values each rank trains with.
+  nlohmann::json applied_options() const;
   const data::Dataset& data() const { return *data_; }
   // The tokenizer of token-shard data; null for a byte corpus (bytes are the tokens).
   const data::BpeTokenizer* tokenizer() const { return token_data_ ? &token_data_->tokenizer() : nullptr; }

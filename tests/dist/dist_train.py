@@ -15,8 +15,9 @@ Scenarios:
     freeze   --freeze wte at -np 2: the embedding is bitwise unchanged and holds no optimizer state;
              the optimizer's parameters and groups are those of the unfrozen run; the checkpoint
              tests of frozen and left-out parameters pass under mpirun
-    bad      a global batch not divisible by N, ranks given different options, ranks reading
-             different corpora: one error, printed once, and every rank exits nonzero
+    bad      a global batch not divisible by N, ranks given different options (a default compared
+             as the value it stands for), ranks reading different corpora: one error, printed
+             once, and every rank exits nonzero
     kill     rank 1 killed mid-run, then rank 0 killed while it checkpoints every step: the job
              ends within 30 s naming the rank, and every checkpoint file is whole
     stuck    rank 1 stopped (SIGSTOP) mid-run under --dist-timeout 5, then rank 0: every process of
@@ -255,11 +256,24 @@ def scenario_bad(lathe, tmp, data):
     cmd = [MPIRUN, *MPI_FLAGS, "-np", "1", *base, "--lr", "1e-3", ":", "-np", "1", *base, "--lr", "2e-3"]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
     lines = [l for l in p.stdout.splitlines() if l.startswith("lathe:")]
-    if p.returncode == 0 or len(lines) != 1 or "option lr" not in lines[0] or "rank 1" not in lines[0]:
+    if p.returncode == 0 or len(lines) != 1 or "--lr is" not in lines[0] or "rank 1" not in lines[0]:
         fail("ranks with different --lr: want one error naming lr and rank 1, got exit %d:\n%s" % (p.returncode, p.stdout))
     print("different --lr per rank: " + lines[0])
     if glob.glob(os.path.join(out, "ckpt-*")):
         fail("a refused run wrote checkpoints")
+    # A default is compared as the value it stands for: the preset's batch (tiny: 8), not 0.
+    cmd = [MPIRUN, *MPI_FLAGS, "-np", "1", *base, "--batch", "4", ":", "-np", "1", *base]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    lines = [l for l in p.stdout.splitlines() if l.startswith("lathe:")]
+    if p.returncode == 0 or len(lines) != 1 or "--batch is 4 on rank 0 but 8 on rank 1" not in lines[0]:
+        fail("--batch 4 on rank 0 only: want one error naming both batches, got exit %d:\n%s" % (p.returncode, p.stdout))
+    print("--batch 4 on rank 0 only: " + lines[0])
+    cmd = [MPIRUN, *MPI_FLAGS, "-np", "1", *base, "--batch", "8", ":", "-np", "1", *base]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    if p.returncode != 0:
+        fail("--batch 8 on rank 0 and the preset's 8 on rank 1 are the same run, but it exited %d:\n%s" %
+             (p.returncode, p.stdout))
+    print("--batch 8 on rank 0 beside the preset's 8 on rank 1: the same run, trained")
     # The same --data name, other bytes: each rank starts in its own directory with its own corpus.
     for rank, text in enumerate(("one corpus, " * 400, "another corpus! " * 300)):
         os.makedirs(os.path.join(tmp, "wd%d" % rank))
