@@ -28,9 +28,10 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kMaxCount = size_t(1) << 30;
 
 // The waiting loop's rhythm (mpi_communicator.h): spin this long, then sleep between tests for a
-// sixteenth of the time waited so far, at most this long.
+// sixteenth of the time waited so far, at most kShortSleepSeconds during the first second and
+// kLongSleepSeconds after it.
 constexpr double kSpinSeconds = 2e-3;
-constexpr double kMaxSleepSeconds = 10e-3;
+constexpr double kShortSleepSeconds = 1e-3, kLongSleepSeconds = 10e-3;
 // A rank that timed out listens this long for the other ranks' answers.
 constexpr double kListenSeconds = 2;
 // Tags of the questions and answers on the watch's own communicator.
@@ -115,7 +116,7 @@ class CollectiveWatch {
       if (waited < kSpinSeconds) continue;
       answer_questions(w);
       if (waited >= comm_.timeout()) time_out(w, waited);
-      sleep_seconds(std::min(waited / 16, kMaxSleepSeconds));
+      sleep_seconds(std::min(waited / 16, waited < 1 ? kShortSleepSeconds : kLongSleepSeconds));
     }
   }
 
@@ -184,7 +185,7 @@ class CollectiveWatch {
       const auto t0 = Clock::now();
       while (seconds_since(t0) < comm_.timeout() + kListenSeconds + 5) {
         answer_questions(w);
-        sleep_seconds(kMaxSleepSeconds);
+        sleep_seconds(kLongSleepSeconds);
       }
     }
     std::fprintf(stderr, "lathe: %s\n", message.c_str());

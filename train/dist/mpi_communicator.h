@@ -14,8 +14,10 @@
 //
 //   - it spins on MPI_Test for the first 2 ms, as MPI_Wait would: Open MPI moves a collective
 //     along only inside MPI calls, and a healthy run's waits are mostly this short; then it
-//     sleeps between tests for 1/16 of the time waited so far, at most 10 ms, so a long wait
-//     costs a few wake-ups a second instead of a core, and ends at most 1/16 (or 10 ms) late;
+//     sleeps between tests for 1/16 of the time waited so far, at most 1 ms during the first
+//     second and 10 ms after, so a long wait costs a few wake-ups a second instead of a core.
+//     The price: each round of the collective that needs this rank to pass data on (one or two
+//     for two ranks) can start that much later, at most 1/16 of the wait;
 //   - a rank in that sleeping phase also answers questions from other ranks on a communicator of
 //     their own (a duplicate of the world's), saying which collective it waits in;
 //   - past the deadline, the rank asks every other rank and listens for 2 s: the ranks that
