@@ -7,8 +7,12 @@ non-regular files (empty, truncated, garbage, huge header, FIFO, directory, syml
 subcommand, unknown flags and devices, model configs and reference cases that are wrong in every
 way the format allows. A run passes when it
 
-  - exits 1 or 2 with exactly one line on stderr, starting "lathe: ", and
+  - exits 1 or 2 with exactly one line on stderr, starting "lathe: " (and, for the cases that say
+    what it must name, naming it), and
   - is neither killed by a signal (a crash) nor still running after the timeout (a hang).
+
+`lathe ref --check` on results that differ is a verdict, not an error: exit 1, its report on
+stdout, nothing on stderr; its cases require the report to say what differs.
 
 Exit 0 on a bad input is "silent acceptance", a failure, except for the cases listed as
 expected-ok below: values the program legitimately accepts (a seed of 0, --tokens 0, ...), which
@@ -310,8 +314,12 @@ Inputs.tokenizer_inputs = _tokenizer_inputs
 
 
 class Case:
-    def __init__(self, name, args):
-        self.name, self.args = name, args
+    """One command line. `says`: text the message must hold (it names the fault). `verdict`: the
+    run is `lathe ref --check` judging results, not an error: exit 1, nothing on stderr, and `says`
+    in its report on stdout."""
+
+    def __init__(self, name, args, says=None, verdict=False):
+        self.name, self.args, self.says, self.verdict = name, args, says, verdict
 
 
 def numeric_values(kind):
@@ -782,9 +790,62 @@ def tokenizer_cases(inp):
     return cases
 
 
+# ---------------------------------------------------------------------------------------------
+# Messages that name the fault: each of these once gave a message that pointed elsewhere (issue
+# 32), so each must now say what is wrong, not only be one line.
+
+
+def named_fault_cases(inp):
+    cases = []
+    out = inp.path("out/ref_out.safetensors")
+    # A parameter index past int64 (2^64 - 1) read as -1.
+    path = edited_case(inp, "optim_adam.case.safetensors", "named_group_index",
+                       edit_spec=setter(groups=[{"params": [0, 1, 2, 3, 4, 5, 2**64 - 1]}]))
+    cases.append(Case("ref.named.group_index_uint64_max", ["ref", path, out],
+                      says="group 0 names parameter 18446744073709551615 which does not exist"))
+    # A growth interval of 2^70 (a float to the JSON parser) or 2^64 - 1 (past int64) named an
+    # "unknown option or wrong type", or turned negative.
+    for label, value in {"2_70": 2**70, "uint64_max": 2**64 - 1, "float": 2.0}.items():
+        path = edited_case(inp, "train_tiny.case.safetensors", f"named_growth_{label}",
+                           edit_spec=setter(precision="fp16", scaler={"growth_interval": value}))
+        cases.append(Case(f"ref.named.growth_interval_{label}", ["ref", path, out],
+                          says="growth_interval must be an integer from 1 to 9223372036854775807"))
+    train = ["train", "--data", inp.corpus, "--config", inp.tiny, "--steps", "1", "--eval-iters", "1",
+             "--sample-tokens", "0", "--quiet"]
+    cases.append(Case("train.named.scale_growth_interval_2_70",
+                      train + ["--out", inp.path("runs/named_growth"), "--scale-growth-interval", str(2**70)],
+                      says="--scale-growth-interval"))
+    # --dist-timeout: a positive number of seconds (not a number at all is CLI11's to say).
+    for label in ("zero", "neg", "huge_neg", "nan", "inf", "neg_inf", "exp", "word", "empty"):
+        numeric = label not in ("word", "empty")
+        cases.append(Case(f"train.named.dist_timeout_{label}",
+                          train + ["--out", inp.path("runs/named_timeout_" + label),
+                                   "--dist-timeout", numeric_values("float")[label]],
+                          says="--dist-timeout must be a positive number of seconds" if numeric else "--dist-timeout"))
+    # ref --check on NaN and infinities said "max |got - want| 0": it says where they are and how
+    # they differ, in its verdict.
+    values = lambda *v: safetensors_bytes([("x", "F32", [len(v)], struct.pack(f"<{len(v)}f", *v))])
+    nan, inf = float("nan"), float("inf")
+    want = inp.write("check/finite.safetensors", values(1.0, 2.0, 3.0))
+    pairs = {
+        "nan_in_got": (values(1.0, nan, 3.0), want, "NaN in got only: 1 element, at [1] (got nan, want 2)"),
+        "nan_in_want": (values(1.0, 2.0, 3.0), inp.write("check/nan.safetensors", values(1.0, nan, 3.0)),
+                        "NaN in want only: 1 element, at [1] (got 2, want nan)"),
+        "nan_in_both": (values(1.0, nan, 3.0), inp.write("check/nan_too.safetensors", values(1.0, nan, 3.0)),
+                        "NaN in both (equal only with --equal-nan): 1 element, at [1]"),
+        "inf_in_got": (values(inf, 2.0, 3.0), want, "infinite in got only: 1 element, at [0] (got inf, want 1)"),
+        "opposite_infs": (values(1.0, 2.0, -inf), inp.write("check/inf.safetensors", values(1.0, 2.0, inf)),
+                          "infinities of opposite signs: 1 element, at [2] (got -inf, want inf)"),
+    }
+    for label, (got, want_path, says) in pairs.items():
+        got_path = inp.write(f"check/got_{label}.safetensors", got)
+        cases.append(Case(f"ref.check.named.{label}", ["ref", "--check", got_path, want_path], says=says, verdict=True))
+    return cases
+
+
 def all_cases(inp):
     return (file_cases(inp) + flag_cases(inp) + usage_cases(inp) + config_cases(inp) + ref_cases(inp) +
-            op_cases(inp) + tokenizer_cases(inp))
+            op_cases(inp) + tokenizer_cases(inp) + named_fault_cases(inp))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -798,7 +859,8 @@ def judge(case, lathe, cwd, timeout):
     # driver, nor grow for long.
     timeout = min(timeout, 10.0) if case.name in PENDING else timeout
     try:
-        p = subprocess.run([lathe] + case.args, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        p = subprocess.run([lathe] + case.args, cwd=cwd, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE if case.verdict else subprocess.DEVNULL,
                            stderr=subprocess.PIPE, timeout=timeout)
     except subprocess.TimeoutExpired:
         return "hang", f"still running after {timeout} s"
@@ -806,6 +868,11 @@ def judge(case, lathe, cwd, timeout):
     err = p.stderr.decode(errors="replace")
     if p.returncode < 0:
         return "crash", f"killed by signal {-p.returncode}; stderr: {err[-300:]!r}"
+    if case.verdict:
+        report = p.stdout.decode(errors="replace")
+        if p.returncode != 1 or err or case.says not in report:
+            return "bad verdict", f"exit {p.returncode}, stderr {err[:200]!r}, want {case.says!r} in: {report[:600]!r}"
+        return "ok", f"exit 1: {case.says}"
     if case.name in EXPECTED_OK:
         return ("ok", f"{seconds:.1f} s") if p.returncode == 0 else ("refused", f"exit {p.returncode}: {err.strip()[:300]}")
     if p.returncode == 0:
@@ -815,6 +882,8 @@ def judge(case, lathe, cwd, timeout):
     lines = err.splitlines()
     if len(lines) != 1 or not lines[0].startswith("lathe: "):
         return "bad message", f"exit {p.returncode}; stderr ({len(lines)} lines): {err[:300]!r}"
+    if case.says is not None and case.says not in lines[0]:
+        return "message misses the fault", f"want {case.says!r} in: {lines[0][:300]}"
     return "ok", f"exit {p.returncode}: {lines[0][:200]}"
 
 

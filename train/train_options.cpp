@@ -48,6 +48,8 @@ void validate(const TrainOptions& o) {
               "at once, so its state cannot be sharded; use adamw, adam or sgd, or --zero 0");
   if (!o.freeze.empty()) freeze_pattern(o.freeze);
   LATHE_CHECK(o.grad_slices >= 0, "--grad-slices must be >= 0 (0: one slice per process), got ", o.grad_slices);
+  LATHE_CHECK(std::isfinite(o.dist_timeout) && o.dist_timeout > 0,
+              "--dist-timeout must be a positive number of seconds, got ", o.dist_timeout);
 }
 
 std::regex freeze_pattern(const std::string& pattern) {
@@ -103,6 +105,7 @@ void for_each_option(TrainOptions& o, F&& f) {
   f("zero", o.zero);
   f("freeze", o.freeze);
   f("grad_slices", o.grad_slices);
+  f("dist_timeout", o.dist_timeout);
 }
 
 nlohmann::json to_json(const TrainOptions& o) {

@@ -8,6 +8,8 @@
 #include <regex>
 #include <string>
 
+#include "train/dist/communicator.h"
+
 namespace lathe::train {
 
 // Debian's `fortunes` package: about 2.5 MB of English text, installed with the package.
@@ -50,6 +52,9 @@ struct TrainOptions {
   // order; each process runs slices / N of them. 0: one slice per process. One process with
   // --grad-slices 2 reproduces `mpirun -np 2` bitwise.
   int64_t grad_slices = 0;
+  // Seconds a collective waits for the other processes before the job ends, naming the process
+  // that did not arrive (train/dist/communicator.h). A resume may change it.
+  double dist_timeout = dist::kDefaultTimeoutSeconds;
 
   double effective_min_lr() const { return min_lr < 0 ? lr / 10 : min_lr; }
 };

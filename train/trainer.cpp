@@ -111,6 +111,7 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
     comm_ = own_comm_.get();
   }
   validate(options_);
+  comm_->set_timeout(options_.dist_timeout);  // before the run's first collective, the agreement on starting
   if (resume) {
     // The model is the checkpoint's, whatever --config names today (a JSON file may have changed).
     state_.model_choice.name = program->model_name;
@@ -233,12 +234,21 @@ void Trainer::restore(const serialize::TrainingCheckpoint& ckpt, const ProgramSt
   resumed_ = true;
 }
 
+nlohmann::json Trainer::applied_options() const {
+  nlohmann::json j = to_json(options_);
+  j["batch"] = batch_;
+  j["min_lr"] = options_.effective_min_lr();
+  j["grad_slices"] = slices_per_rank_ * comm_->size();
+  return j;
+}
+
 data::Batch Trainer::local_slice(const data::Batch& b) const {
   return {batch_slice(b.x, comm_->rank(), comm_->size()), batch_slice(b.y, comm_->rank(), comm_->size())};
 }
 
 StepResult Trainer::train_step() {
   const auto t0 = Clock::now();
+  comm_->set_activity("step " + std::to_string(state_.step + 1));
   StepResult r;
   // The global batch is drawn as in one process (so the data does not depend on the world size);
   // this rank trains its slice.
@@ -277,6 +287,7 @@ StepResult Trainer::train_step() {
 }
 
 double Trainer::evaluate(data::Split split) {
+  comm_->set_activity("the evaluation at step " + std::to_string(state_.step));
   NoGradGuard no_grad;
   nn::GPT& model = *state_.model;
   const bool was_training = model.is_training();
@@ -326,6 +337,7 @@ void Trainer::save_weights(const std::string& path) const {
 }
 
 void Trainer::save_checkpoint(const std::string& path) const {
+  comm_->set_activity("the checkpoint at step " + std::to_string(state_.step));
   if (dp_) {
     // Every rank: the replicas must agree before rank 0 writes for all of them, and ZeRO-1's
     // shards come to rank 0, which writes one file as a single process would (docs/design.md).

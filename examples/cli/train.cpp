@@ -31,7 +31,7 @@ void train_on_every_rank(const std::function<train::Trainer(dist::Communicator*)
   const std::unique_ptr<dist::Communicator> comm = dist::make_communicator();
   std::optional<train::Trainer> trainer;
   dist::on_every_rank(*comm, [&] { trainer.emplace(make(comm.get())); }, exit_code_of);
-  dist::check_same_run(*comm, train::to_json(trainer->options()), dist::data_fingerprint(trainer->data()));
+  dist::check_same_run(*comm, trainer->applied_options(), dist::data_fingerprint(trainer->data()));
   try {
     trainer->run(stdout);
   } catch (const dist::CollectiveError&) {
@@ -174,6 +174,10 @@ void add_train_command(CLI::App& app) {
                   "process running an equal share (default: one per process); one process with --grad-slices 2 "
                   "reproduces mpirun -np 2 bitwise")
       ->check(in_i64);
+  cmd->add_option("--dist-timeout", o->dist_timeout,
+                  "under mpirun: seconds a process waits for the others in a collective before the job ends, "
+                  "naming the process that did not arrive")
+      ->capture_default_str();
   cmd->add_option("--freeze", o->freeze,
                   "train with the parameters whose names match this regular expression frozen (no gradient, no "
                   "optimizer state), e.g. 'wte' or '^transformer\\.h\\.0\\.'");
