@@ -241,7 +241,7 @@ TEST_CASE("convert: Hugging Face configs lathe cannot represent are refused, nam
       {"not_object", [](auto& j) { j = nlohmann::json::array(); }, "expected a JSON object"},
   };
   for (const Bad& b : bad) {
-    INFO(b.label);
+    INFO(std::string(b.label));
     const std::string dir = hf_with_config(d, b.label, b.edit);
     const std::string err = error_of([&] { serialize::read_hf_gpt2(dir); });
     CHECK(err.find(b.expected) != std::string::npos);

@@ -64,6 +64,9 @@ EXPECTED_OK = {
     # Any finite positive initial loss scale (fp16 backs off from it), any growth interval >= 1.
     "train.init-scale.hex", "train.init-scale.too_big", "train.init-scale.int64_max",
     "train.scale-growth-interval.int64_max",
+    # The undamaged files of the convert section: every command takes them.
+    "convert.hf.good", "sample.hf.good", "train.init-from.hf.good",
+    "convert.llmc.good", "sample.llmc.good", "train.init-from.llmc.good",
 }
 
 
@@ -788,11 +791,19 @@ def tokenizer_cases(inp):
 
 def convert_cases(inp):
     """Hugging Face directories and llm.c model files wrong in every way, through lathe convert,
-    lathe sample and lathe train --init-from; convert's own usage errors."""
-    hf_golden, llmc_golden = os.path.join(GOLDEN, "convert_hf"), os.path.join(GOLDEN, "convert_llmc_v3.bin")
-    with open(os.path.join(hf_golden, "config.json"), "rb") as f:
+    lathe sample and lathe train --init-from; convert's own usage errors. The files are the base
+    run's weights (a byte-level model, so that sample and train take them whole) converted by
+    lathe, then damaged; undamaged, each command accepts them (the *.good cases)."""
+    hf_base, llmc_base = inp.path("convert/base_hf"), inp.path("convert/base.bin")
+    for d in ("out", "convert"):
+        os.makedirs(inp.path(d), exist_ok=True)
+    for args in (["--to", "hf"], ["--to", "llmc"]):
+        subprocess.run([inp.lathe, "convert", inp.weights, hf_base if args[1] == "hf" else llmc_base] + args,
+                       check=True, stdout=subprocess.DEVNULL, timeout=60)
+    with open(os.path.join(hf_base, "config.json"), "rb") as f:
         config = json.loads(f.read())
-    metadata, tensors = read_safetensors(os.path.join(hf_golden, "model.safetensors"))
+    metadata, tensors = read_safetensors(os.path.join(hf_base, "model.safetensors"))
+    C, V, T = config["n_embd"], config["vocab_size"], config["n_positions"]
 
     def hf_dir(label, config_bytes=None, tensor_list=None, extra=None):
         d = inp.path(f"convert/{label}")
@@ -826,28 +837,28 @@ def convert_cases(inp):
         "model_type_llama": hf_dir("model_type_llama", with_config(model_type="llama")),
         "model_type_missing": hf_dir("model_type_missing", with_config(model_type=_DELETE)),
         "activation_gelu": hf_dir("activation_gelu", with_config(activation_function="gelu")),
-        "n_inner": hf_dir("n_inner", with_config(n_inner=48)),
+        "n_inner": hf_dir("n_inner", with_config(n_inner=3 * C)),
         "eps": hf_dir("eps", with_config(layer_norm_epsilon=1e-6)),
         "untied": hf_dir("untied", with_config(tie_word_embeddings=False)),
         "by_layer": hf_dir("by_layer", with_config(scale_attn_by_inverse_layer_idx=True)),
         "upcast": hf_dir("upcast", with_config(reorder_and_upcast_attn=True)),
         "unscaled": hf_dir("unscaled", with_config(scale_attn_weights=False)),
-        "dropouts_differ": hf_dir("dropouts_differ", with_config(attn_pdrop=0.0)),
+        "dropouts_differ": hf_dir("dropouts_differ", with_config(attn_pdrop=0.25)),
         "n_layer_more": hf_dir("n_layer_more", with_config(n_layer=5)),
         "n_layer_huge": hf_dir("n_layer_huge", with_config(n_layer=2**31 - 1)),
         "n_embd_huge": hf_dir("n_embd_huge", with_config(n_embd=2**40)),
         "n_embd_string": hf_dir("n_embd_string", with_config(n_embd="16")),
         "heads_not_dividing": hf_dir("heads_not_dividing", with_config(n_head=3)),
         "vocab_zero": hf_dir("vocab_zero", with_config(vocab_size=0)),
-        "vocab_larger": hf_dir("vocab_larger", with_config(vocab_size=101)),
+        "vocab_larger": hf_dir("vocab_larger", with_config(vocab_size=V + 1)),
         "tensor_missing": hf_dir("tensor_missing", tensor_list=drop("transformer.ln_f.bias")(tensors)),
         "tensor_linear_layout": hf_dir("tensor_linear_layout",
-                                       tensor_list=replace(c_attn, "F32", [48, 16], f32(48 * 16))(tensors)),
-        "tensor_int": hf_dir("tensor_int", tensor_list=replace("transformer.wpe.weight", "I32", [16, 16],
-                                                               struct.pack("<256i", *([1] * 256)))(tensors)),
-        "tensor_unknown": hf_dir("tensor_unknown", tensor_list=add("score.weight", "F32", [2, 16], f32(32))(tensors)),
-        "head_differs": hf_dir("head_differs", tensor_list=add("lm_head.weight", "F32", [100, 16], f32(1600))(tensors)),
-        "two_names": hf_dir("two_names", tensor_list=add("wpe.weight", "F32", [16, 16], f32(256))(tensors)),
+                                       tensor_list=replace(c_attn, "F32", [3 * C, C], f32(3 * C * C))(tensors)),
+        "tensor_int": hf_dir("tensor_int", tensor_list=replace("transformer.wpe.weight", "I32", [T, C],
+                                                               struct.pack(f"<{T * C}i", *([1] * (T * C))))(tensors)),
+        "tensor_unknown": hf_dir("tensor_unknown", tensor_list=add("score.weight", "F32", [2, C], f32(2 * C))(tensors)),
+        "head_differs": hf_dir("head_differs", tensor_list=add("lm_head.weight", "F32", [V, C], f32(V * C))(tensors)),
+        "two_names": hf_dir("two_names", tensor_list=add("wpe.weight", "F32", [T, C], f32(T * C))(tensors)),
         "weights_garbage": hf_dir("weights_garbage", tensor_list=False, extra={"model.safetensors": b"\x07" * 100}),
         "index_outside": hf_dir("index_outside", tensor_list=False, extra={
             "model.safetensors.index.json": json.dumps({"weight_map": {"wte.weight": "../model.safetensors"}}).encode()}),
@@ -862,7 +873,7 @@ def convert_cases(inp):
     os.mkfifo(os.path.join(fifo_dir, "config.json"))
     dirs["config_fifo"] = fifo_dir
 
-    with open(llmc_golden, "rb") as f:
+    with open(llmc_base, "rb") as f:
         v3 = f.read()
     header = lambda i, value: v3[:4 * i] + struct.pack("<i", value) + v3[4 * i + 4:]
     llmc = {
@@ -875,8 +886,8 @@ def convert_cases(inp):
         "layers_zero": header(4, 0),
         "heads_not_dividing": header(5, 3),
         "embd_huge": header(6, 2**30),
-        "padded_below_vocab": header(7, 64),
-        "layers_more": header(4, 3),
+        "padded_below_vocab": header(7, 128),
+        "layers_more": header(4, 2),
         "truncated": v3[:-1],
         "truncated_header": v3[:100],
         "header_only": v3[:1024],
@@ -897,13 +908,23 @@ def convert_cases(inp):
         cases.append(Case(f"convert.in.{bad}", ["convert", path, out]))
         cases.append(Case(f"train.init-from.{bad}", ["train", "--init-from", path, "--data", inp.corpus, "--steps", "1",
                                                      "--quiet", "--out", inp.path(f"runs/init_{bad}")]))
+    # The undamaged files, accepted by every command (EXPECTED_OK).
+    for kind, path in (("hf", hf_base), ("llmc", llmc_base)):
+        cases += [
+            Case(f"convert.{kind}.good", ["convert", path, inp.path(f"out/good_{kind}.safetensors")]),
+            Case(f"sample.{kind}.good", ["sample", "--checkpoint", path, "--tokens", "2", "--tokenizer", "bytes"]),
+            Case(f"train.init-from.{kind}.good", ["train", "--init-from", path, "--data", inp.corpus, "--steps", "1",
+                                                  "--eval-iters", "1", "--sample-tokens", "0", "--quiet", "--out",
+                                                  inp.path(f"runs/init_{kind}_good")]),
+        ]
     # Good weights that cannot be used as asked.
+    hf_golden = os.path.join(GOLDEN, "convert_hf")  # vocabulary 100, fewer ids than the bytes'
     cases += [
-        # A Hugging Face directory records no tokenizer; its vocabulary (100) is smaller than the bytes'.
-        Case("sample.hf.no_tokenizer", ["sample", "--checkpoint", hf_golden, "--tokens", "2"]),
+        # A Hugging Face directory and an llm.c file record no tokenizer.
+        Case("sample.hf.no_tokenizer", ["sample", "--checkpoint", hf_base, "--tokens", "2"]),
+        Case("sample.llmc.no_tokenizer", ["sample", "--checkpoint", llmc_base, "--tokens", "2"]),
         Case("sample.hf.tokenizer_larger", ["sample", "--checkpoint", hf_golden, "--tokens", "2", "--tokenizer", "bytes"]),
-        Case("sample.llmc.no_tokenizer", ["sample", "--checkpoint", llmc_golden, "--tokens", "2"]),
-        Case("sample.hf.tokenizer_missing", ["sample", "--checkpoint", hf_golden, "--tokenizer", inp.bad["missing"]]),
+        Case("sample.hf.tokenizer_missing", ["sample", "--checkpoint", hf_base, "--tokenizer", inp.bad["missing"]]),
         Case("train.init-from.vocab_below_bytes", ["train", "--init-from", hf_golden, "--data", inp.corpus, "--steps", "1",
                                                   "--quiet", "--out", inp.path("runs/init_small_vocab")]),
         Case("train.init-from.config_contradicts", ["train", "--init-from", inp.weights, "--config", "tiny", "--data",
@@ -915,26 +936,26 @@ def convert_cases(inp):
     # Usage: formats, flags and outputs that do not fit.
     usage = {
         "no_args": ["convert"],
-        "no_out": ["convert", hf_golden],
-        "three_args": ["convert", hf_golden, out, out],
-        "to_unknown": ["convert", hf_golden, out, "--to", "onnx"],
-        "to_empty": ["convert", hf_golden, out, "--to", ""],
-        "to_checkpoint": ["convert", hf_golden, out, "--to", "checkpoint"],
-        "bf16_without_llmc": ["convert", hf_golden, out, "--bf16"],
-        "bf16_with_hf": ["convert", hf_golden, inp.path("out/hf_bf16"), "--to", "hf", "--bf16"],
-        "tokenizer_with_hf": ["convert", hf_golden, inp.path("out/hf_tok"), "--to", "hf", "--tokenizer", "bytes"],
-        "tokenizer_with_llmc": ["convert", hf_golden, inp.path("out/tok.bin"), "--to", "llmc", "--tokenizer", "bytes"],
+        "no_out": ["convert", hf_base],
+        "three_args": ["convert", hf_base, out, out],
+        "to_unknown": ["convert", hf_base, out, "--to", "onnx"],
+        "to_empty": ["convert", hf_base, out, "--to", ""],
+        "to_checkpoint": ["convert", hf_base, out, "--to", "checkpoint"],
+        "bf16_without_llmc": ["convert", hf_base, out, "--bf16"],
+        "bf16_with_hf": ["convert", hf_base, inp.path("out/hf_bf16"), "--to", "hf", "--bf16"],
+        "tokenizer_with_hf": ["convert", hf_base, inp.path("out/hf_tok"), "--to", "hf", "--tokenizer", "bytes"],
+        "tokenizer_with_llmc": ["convert", hf_base, inp.path("out/tok.bin"), "--to", "llmc", "--tokenizer", "bytes"],
         "tokenizer_larger": ["convert", hf_golden, inp.path("out/tok.safetensors"), "--tokenizer", "bytes"],
-        "tokenizer_unknown": ["convert", hf_golden, inp.path("out/tok2.safetensors"), "--tokenizer", "gpt5"],
-        "out_bin_without_to": ["convert", hf_golden, inp.path("out/model.bin")],
-        "out_empty": ["convert", hf_golden, ""],
-        "out_is_directory": ["convert", hf_golden, inp.bad["directory"]],
-        "out_hf_is_file": ["convert", hf_golden, inp.corpus, "--to", "hf"],
-        "out_in_missing_dir": ["convert", hf_golden, inp.path("no/such/dir/out.safetensors")],
-        "out_hf_in_missing_dir": ["convert", hf_golden, inp.path("no/such/dir/hf"), "--to", "hf"],
-        "out_llmc_dev_full": ["convert", hf_golden, "/dev/full", "--to", "llmc"],
-        "out_fifo": ["convert", hf_golden, inp.bad["fifo"]],
-        "unknown_flag": ["convert", hf_golden, out, "--frobnicate"],
+        "tokenizer_unknown": ["convert", hf_base, inp.path("out/tok2.safetensors"), "--tokenizer", "gpt5"],
+        "out_bin_without_to": ["convert", hf_base, inp.path("out/model.bin")],
+        "out_empty": ["convert", hf_base, ""],
+        "out_is_directory": ["convert", hf_base, inp.bad["directory"]],
+        "out_hf_is_file": ["convert", hf_base, inp.corpus, "--to", "hf"],
+        "out_in_missing_dir": ["convert", hf_base, inp.path("no/such/dir/out.safetensors")],
+        "out_hf_in_missing_dir": ["convert", hf_base, inp.path("no/such/dir/hf"), "--to", "hf"],
+        "out_llmc_dev_full": ["convert", hf_base, "/dev/full", "--to", "llmc"],
+        "out_fifo": ["convert", hf_base, inp.bad["fifo"]],
+        "unknown_flag": ["convert", hf_base, out, "--frobnicate"],
     }
     cases += [Case(f"convert.usage.{label}", args) for label, args in usage.items()]
     return cases
