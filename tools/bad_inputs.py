@@ -68,6 +68,9 @@ EXPECTED_OK = {
     # Any finite positive initial loss scale (fp16 backs off from it), any growth interval >= 1.
     "train.init-scale.hex", "train.init-scale.too_big", "train.init-scale.int64_max",
     "train.scale-growth-interval.int64_max",
+    # The undamaged files of the convert section: every command takes them.
+    "convert.hf.good", "sample.hf.good", "train.init-from.hf.good",
+    "convert.llmc.good", "sample.llmc.good", "train.init-from.llmc.good",
 }
 
 
@@ -843,9 +846,185 @@ def named_fault_cases(inp):
     return cases
 
 
+# ---------------------------------------------------------------------------------------------
+# lathe convert, and GPT-2's formats wherever weights are read (sample --checkpoint, train --init-from)
+
+
+def convert_cases(inp):
+    """Hugging Face directories and llm.c model files wrong in every way, through lathe convert,
+    lathe sample and lathe train --init-from; convert's own usage errors. The files are the base
+    run's weights (a byte-level model, so that sample and train take them whole) converted by
+    lathe, then damaged; undamaged, each command accepts them (the *.good cases)."""
+    hf_base, llmc_base = inp.path("convert/base_hf"), inp.path("convert/base.bin")
+    for d in ("out", "convert"):
+        os.makedirs(inp.path(d), exist_ok=True)
+    for args in (["--to", "hf"], ["--to", "llmc"]):
+        subprocess.run([inp.lathe, "convert", inp.weights, hf_base if args[1] == "hf" else llmc_base] + args,
+                       check=True, stdout=subprocess.DEVNULL, timeout=60)
+    with open(os.path.join(hf_base, "config.json"), "rb") as f:
+        config = json.loads(f.read())
+    metadata, tensors = read_safetensors(os.path.join(hf_base, "model.safetensors"))
+    C, V, T = config["n_embd"], config["vocab_size"], config["n_positions"]
+
+    def hf_dir(label, config_bytes=None, tensor_list=None, extra=None):
+        d = inp.path(f"convert/{label}")
+        if config_bytes is not False:
+            inp.write(f"convert/{label}/config.json", config_bytes if config_bytes is not None else json.dumps(config).encode())
+        if tensor_list is not False:
+            inp.write(f"convert/{label}/model.safetensors", safetensors_bytes(tensor_list or tensors, metadata))
+        for name, data in (extra or {}).items():
+            inp.write(f"convert/{label}/{name}", data)
+        os.makedirs(d, exist_ok=True)
+        return d
+
+    def with_config(**changes):
+        c = dict(config)
+        for k, v in changes.items():
+            if v is _DELETE:
+                c.pop(k, None)
+            else:
+                c[k] = v
+        return json.dumps(c).encode()
+
+    f32 = lambda n: struct.pack(f"<{n}f", *([0.25] * n))
+    c_attn = "transformer.h.0.attn.c_attn.weight"
+    dirs = {
+        "no_config": hf_dir("no_config", config_bytes=False),
+        "no_weights": hf_dir("no_weights", tensor_list=False),
+        "pickle_only": hf_dir("pickle_only", tensor_list=False, extra={"pytorch_model.bin": b"\x80\x02pickle"}),
+        "config_not_json": hf_dir("config_not_json", config_bytes=b"{model_type: gpt2"),
+        "config_deep": hf_dir("config_deep", config_bytes=b"[" * 20000 + b"]" * 20000),
+        "config_array": hf_dir("config_array", config_bytes=b"[1, 2]"),
+        "model_type_llama": hf_dir("model_type_llama", with_config(model_type="llama")),
+        "model_type_missing": hf_dir("model_type_missing", with_config(model_type=_DELETE)),
+        "activation_gelu": hf_dir("activation_gelu", with_config(activation_function="gelu")),
+        "n_inner": hf_dir("n_inner", with_config(n_inner=3 * C)),
+        "eps": hf_dir("eps", with_config(layer_norm_epsilon=1e-6)),
+        "untied": hf_dir("untied", with_config(tie_word_embeddings=False)),
+        "by_layer": hf_dir("by_layer", with_config(scale_attn_by_inverse_layer_idx=True)),
+        "upcast": hf_dir("upcast", with_config(reorder_and_upcast_attn=True)),
+        "unscaled": hf_dir("unscaled", with_config(scale_attn_weights=False)),
+        "dropouts_differ": hf_dir("dropouts_differ", with_config(attn_pdrop=0.25)),
+        "n_layer_more": hf_dir("n_layer_more", with_config(n_layer=5)),
+        "n_layer_huge": hf_dir("n_layer_huge", with_config(n_layer=2**31 - 1)),
+        "n_embd_huge": hf_dir("n_embd_huge", with_config(n_embd=2**40)),
+        "n_embd_string": hf_dir("n_embd_string", with_config(n_embd="16")),
+        "heads_not_dividing": hf_dir("heads_not_dividing", with_config(n_head=3)),
+        "vocab_zero": hf_dir("vocab_zero", with_config(vocab_size=0)),
+        "vocab_larger": hf_dir("vocab_larger", with_config(vocab_size=V + 1)),
+        "tensor_missing": hf_dir("tensor_missing", tensor_list=drop("transformer.ln_f.bias")(tensors)),
+        "tensor_linear_layout": hf_dir("tensor_linear_layout",
+                                       tensor_list=replace(c_attn, "F32", [3 * C, C], f32(3 * C * C))(tensors)),
+        "tensor_int": hf_dir("tensor_int", tensor_list=replace("transformer.wpe.weight", "I32", [T, C],
+                                                               struct.pack(f"<{T * C}i", *([1] * (T * C))))(tensors)),
+        "tensor_unknown": hf_dir("tensor_unknown", tensor_list=add("score.weight", "F32", [2, C], f32(2 * C))(tensors)),
+        "head_differs": hf_dir("head_differs", tensor_list=add("lm_head.weight", "F32", [V, C], f32(V * C))(tensors)),
+        "two_names": hf_dir("two_names", tensor_list=add("wpe.weight", "F32", [T, C], f32(T * C))(tensors)),
+        "weights_garbage": hf_dir("weights_garbage", tensor_list=False, extra={"model.safetensors": b"\x07" * 100}),
+        "index_outside": hf_dir("index_outside", tensor_list=False, extra={
+            "model.safetensors.index.json": json.dumps({"weight_map": {"wte.weight": "../model.safetensors"}}).encode()}),
+        "index_missing_shard": hf_dir("index_missing_shard", tensor_list=False, extra={
+            "model.safetensors.index.json": json.dumps({"weight_map": {"wte.weight": "model-1.safetensors"}}).encode()}),
+        "index_not_map": hf_dir("index_not_map", tensor_list=False, extra={"model.safetensors.index.json": b"[]"}),
+    }
+    config_dir = hf_dir("config_is_dir", config_bytes=False)
+    os.makedirs(os.path.join(config_dir, "config.json"), exist_ok=True)
+    dirs["config_is_dir"] = config_dir
+    fifo_dir = hf_dir("config_fifo", config_bytes=False)
+    os.mkfifo(os.path.join(fifo_dir, "config.json"))
+    dirs["config_fifo"] = fifo_dir
+
+    with open(llmc_base, "rb") as f:
+        v3 = f.read()
+    header = lambda i, value: v3[:4 * i] + struct.pack("<i", value) + v3[4 * i + 4:]
+    llmc = {
+        "shard_magic": header(0, 20240520),
+        "other_magic": header(0, 12345),
+        "version_4": header(1, 4),
+        "version_negative": header(1, -3),
+        "maxT_zero": header(2, 0),
+        "vocab_negative": header(3, -100),
+        "layers_zero": header(4, 0),
+        "heads_not_dividing": header(5, 3),
+        "embd_huge": header(6, 2**30),
+        "padded_below_vocab": header(7, 128),
+        "layers_more": header(4, 2),
+        "truncated": v3[:-1],
+        "truncated_header": v3[:100],
+        "header_only": v3[:1024],
+        "extra_bytes": v3 + b"\0" * 4,
+        "empty": b"",
+    }
+    files = {label: inp.write(f"convert/llmc_{label}.bin", data) for label, data in llmc.items()}
+
+    out = inp.path("out/converted.safetensors")
+    cases = []
+    for kind, label, path in [("hf", l, p) for l, p in dirs.items()] + [("llmc", l, p) for l, p in files.items()]:
+        cases.append(Case(f"convert.{kind}.{label}", ["convert", path, out]))
+        cases.append(Case(f"sample.{kind}.{label}", ["sample", "--checkpoint", path, "--tokens", "2", "--tokenizer", "bytes"]))
+        cases.append(Case(f"train.init-from.{kind}.{label}", [
+            "train", "--init-from", path, "--data", inp.corpus, "--steps", "1", "--eval-iters", "1", "--sample-tokens",
+            "0", "--quiet", "--out", inp.path(f"runs/init_{kind}_{label}")]))
+    for bad, path in inp.bad.items():
+        cases.append(Case(f"convert.in.{bad}", ["convert", path, out]))
+        cases.append(Case(f"train.init-from.{bad}", ["train", "--init-from", path, "--data", inp.corpus, "--steps", "1",
+                                                     "--quiet", "--out", inp.path(f"runs/init_{bad}")]))
+    # The undamaged files, accepted by every command (EXPECTED_OK).
+    for kind, path in (("hf", hf_base), ("llmc", llmc_base)):
+        cases += [
+            Case(f"convert.{kind}.good", ["convert", path, inp.path(f"out/good_{kind}.safetensors")]),
+            Case(f"sample.{kind}.good", ["sample", "--checkpoint", path, "--tokens", "2", "--tokenizer", "bytes"]),
+            Case(f"train.init-from.{kind}.good", ["train", "--init-from", path, "--data", inp.corpus, "--steps", "1",
+                                                  "--eval-iters", "1", "--sample-tokens", "0", "--quiet", "--out",
+                                                  inp.path(f"runs/init_{kind}_good")]),
+        ]
+    # Good weights that cannot be used as asked.
+    hf_golden = os.path.join(GOLDEN, "convert_hf")  # vocabulary 100, fewer ids than the bytes'
+    cases += [
+        # A Hugging Face directory and an llm.c file record no tokenizer.
+        Case("sample.hf.no_tokenizer", ["sample", "--checkpoint", hf_base, "--tokens", "2"]),
+        Case("sample.llmc.no_tokenizer", ["sample", "--checkpoint", llmc_base, "--tokens", "2"]),
+        Case("sample.hf.tokenizer_larger", ["sample", "--checkpoint", hf_golden, "--tokens", "2", "--tokenizer", "bytes"]),
+        Case("sample.hf.tokenizer_missing", ["sample", "--checkpoint", hf_base, "--tokenizer", inp.bad["missing"]]),
+        Case("train.init-from.vocab_below_bytes", ["train", "--init-from", hf_golden, "--data", inp.corpus, "--steps", "1",
+                                                  "--quiet", "--out", inp.path("runs/init_small_vocab")]),
+        Case("train.init-from.config_contradicts", ["train", "--init-from", inp.weights, "--config", "tiny", "--data",
+                                                    inp.corpus, "--steps", "1", "--quiet", "--out",
+                                                    inp.path("runs/init_contradicts")]),
+        Case("train.init-from.empty_string", ["train", "--init-from", "", "--data", inp.corpus, "--steps", "1", "--quiet"]),
+        Case("train.config.empty_string", ["train", "--config", "", "--data", inp.corpus, "--steps", "1", "--quiet"]),
+    ]
+    # Usage: formats, flags and outputs that do not fit.
+    usage = {
+        "no_args": ["convert"],
+        "no_out": ["convert", hf_base],
+        "three_args": ["convert", hf_base, out, out],
+        "to_unknown": ["convert", hf_base, out, "--to", "onnx"],
+        "to_empty": ["convert", hf_base, out, "--to", ""],
+        "to_checkpoint": ["convert", hf_base, out, "--to", "checkpoint"],
+        "bf16_without_llmc": ["convert", hf_base, out, "--bf16"],
+        "bf16_with_hf": ["convert", hf_base, inp.path("out/hf_bf16"), "--to", "hf", "--bf16"],
+        "tokenizer_with_hf": ["convert", hf_base, inp.path("out/hf_tok"), "--to", "hf", "--tokenizer", "bytes"],
+        "tokenizer_with_llmc": ["convert", hf_base, inp.path("out/tok.bin"), "--to", "llmc", "--tokenizer", "bytes"],
+        "tokenizer_larger": ["convert", hf_golden, inp.path("out/tok.safetensors"), "--tokenizer", "bytes"],
+        "tokenizer_unknown": ["convert", hf_base, inp.path("out/tok2.safetensors"), "--tokenizer", "gpt5"],
+        "out_bin_without_to": ["convert", hf_base, inp.path("out/model.bin")],
+        "out_empty": ["convert", hf_base, ""],
+        "out_is_directory": ["convert", hf_base, inp.bad["directory"]],
+        "out_hf_is_file": ["convert", hf_base, inp.corpus, "--to", "hf"],
+        "out_in_missing_dir": ["convert", hf_base, inp.path("no/such/dir/out.safetensors")],
+        "out_hf_in_missing_dir": ["convert", hf_base, inp.path("no/such/dir/hf"), "--to", "hf"],
+        "out_llmc_dev_full": ["convert", hf_base, "/dev/full", "--to", "llmc"],
+        "out_fifo": ["convert", hf_base, inp.bad["fifo"]],
+        "unknown_flag": ["convert", hf_base, out, "--frobnicate"],
+    }
+    cases += [Case(f"convert.usage.{label}", args) for label, args in usage.items()]
+    return cases
+
+
 def all_cases(inp):
     return (file_cases(inp) + flag_cases(inp) + usage_cases(inp) + config_cases(inp) + ref_cases(inp) +
-            op_cases(inp) + tokenizer_cases(inp) + named_fault_cases(inp))
+            op_cases(inp) + tokenizer_cases(inp) + named_fault_cases(inp) + convert_cases(inp))
 
 
 # ---------------------------------------------------------------------------------------------

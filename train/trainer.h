@@ -33,6 +33,7 @@
 #include "serialize/checkpoint.h"
 #include "train/dist/communicator.h"
 #include "train/dist/data_parallel.h"
+#include "train/init_weights.h"
 #include "train/model_config.h"
 #include "train/program_state.h"
 #include "train/thread_governor.h"
@@ -81,7 +82,9 @@ struct ResumeSettingsError : Error {
 class Trainer {
  public:
   // Opens the corpus, builds the model on the device and the optimizer with nanoGPT's param
-  // groups (train/nanogpt_groups.h). Throws lathe::Error naming what is wrong.
+  // groups (train/nanogpt_groups.h). With options.init_from the model and its first weights come
+  // from that file (train/init_weights.h). Throws lathe::Error naming what is wrong
+  // (InitSettingsError for a --config that contradicts the --init-from file).
   //
   // `comm`: the processes of a data parallel run (train/dist/); null: this process alone. Each
   // rank builds the same model and optimizer; --batch stays the global batch, whose windows are
