@@ -619,15 +619,17 @@ def ref_cases(inp):
         "gpt.targets_i8": ("gpt_tiny", dict(edit_tensors=replace("targets", "I8", [2, 8], b"\0" * 16))),
         "gpt.wpe_missing": ("gpt_tiny", dict(edit_tensors=drop("transformer.wpe.weight"))),
         "gpt.config_not_object": ("gpt_tiny", dict(edit_spec=setter(config=[1, 2]))),
-        "gpt.config_unknown_key": ("gpt_tiny", dict(edit_spec=lambda s: s["config"].update(n_laters=3))),
+        "gpt.config_unknown_key": ("gpt_tiny", dict(edit_spec=lambda s: s["config"].update(n_laters=3),
+                                                    says='unknown field "n_laters"')),
         "gpt.config_zero_heads": ("gpt_tiny", dict(edit_spec=lambda s: s["config"].update(n_head=0))),
         "gpt.config_huge_vocab": ("gpt_tiny", dict(edit_spec=lambda s: s["config"].update(vocab_size=1 << 50))),
     }
     cases = []
     out = inp.path("out/ref_out.safetensors")
     for label, (golden, kw) in variants.items():
-        path = edited_case(inp, golden + ".case.safetensors", label, **kw)
-        cases.append(Case(f"ref.{label}", ["ref", path, out]))
+        edits = {k: v for k, v in kw.items() if k != "says"}
+        path = edited_case(inp, golden + ".case.safetensors", label, **edits)
+        cases.append(Case(f"ref.{label}", ["ref", path, out], says=kw.get("says")))
     return cases
 
 
@@ -1072,6 +1074,8 @@ def main():
     ap.add_argument("--jobs", type=int, default=max(2, os.cpu_count() or 2))
     ap.add_argument("--timeout", type=float, default=20.0, help="seconds before a run counts as a hang")
     ap.add_argument("--verbose", action="store_true", help="print every case, not only failures")
+    ap.add_argument("--shard", default="1/1", metavar="I/N",
+                    help="run only the I-th of N interleaved parts of the cases (ctest runs N in parallel)")
     args = ap.parse_args()
     lathe = os.path.abspath(args.lathe)
     root = tempfile.mkdtemp(prefix="lathe_bad_inputs_")
@@ -1084,6 +1088,11 @@ def main():
         for listed in (PENDING | EXPECTED_OK) - set(names):
             print(f"bad_inputs: listed case {listed} does not exist", file=sys.stderr)
             return 1
+        shard, shards = (int(x) for x in args.shard.split("/"))
+        if not 1 <= shard <= shards:
+            print(f"bad_inputs: --shard {args.shard}: I must be from 1 to N", file=sys.stderr)
+            return 2
+        cases = cases[shard - 1::shards]
         def timed(case):
             start = time.monotonic()
             verdict = judge(case, lathe, root, args.timeout)
