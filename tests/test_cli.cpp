@@ -109,7 +109,7 @@ TEST_CASE("cli: runtime errors exit 1 with one line naming the path") {
   CHECK(s.output.find(missing) != std::string::npos);
 }
 
-TEST_CASE("cli: train, then sample from the weights it wrote; bench prints JSON; inspect and resume a checkpoint") {
+TEST_CASE("cli: train, then sample from the weights it wrote, bench prints JSON, inspect and resume a checkpoint") {
   const fs::path dir = fs::temp_directory_path() / ("lathe_test_cli_run_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -175,7 +175,7 @@ TEST_CASE("cli: train, then sample from the weights it wrote; bench prints JSON;
   fs::remove_all(dir);
 }
 
-TEST_CASE("cli: tokenizer train, encode, decode; tokenize; train on the shards; sample decodes with the tokenizer") {
+TEST_CASE("cli: tokenizer train, encode, decode, tokenize, train on the shards, sample decodes with the tokenizer") {
   lathe::testing::TempDir d("cli_tokenizer");
   std::string text;
   for (int i = 0; i < 300; ++i) text += "The lathe turns " + std::to_string(i % 13) + " times; it's quiet.\n";

@@ -228,7 +228,7 @@ TEST_CASE("dist: bad --zero and --freeze values are errors naming the flag") {
   CHECK(error_of([&] { train::Trainer t(o); }).find("nothing would train") != std::string::npos);
 }
 
-TEST_CASE("dist: --grad-slices sums the slices' gradients in one process; a batch it does not divide is refused") {
+TEST_CASE("dist: --grad-slices sums the slices' gradients in one process, a batch it does not divide is refused") {
   TempDir d("slices");
   train::TrainOptions whole = tiny_run(d, "whole");
   train::TrainOptions sliced = tiny_run(d, "sliced");

@@ -407,7 +407,7 @@ TEST_CASE("join: cat backward casts each gradient to its input's dtype") {
   CHECK(b.grad().to_vector<float>() == std::vector<float>{3, 4, 5});
 }
 
-TEST_CASE("join: stack checks shapes; split gives views and checks sizes") {
+TEST_CASE("join: stack checks shapes, split gives views and checks sizes") {
   Tensor a = Tensor::ones({2, 3});
   CHECK(stack({a, a, a}, 2).shape() == Shape{2, 3, 3});
   CHECK(stack({a}, -1).shape() == Shape{2, 3, 1});
