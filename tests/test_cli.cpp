@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "tests/temp_dir.h"
@@ -127,9 +128,15 @@ TEST_CASE("cli: train, then sample from the weights it wrote, bench prints JSON,
   CHECK(s.output.rfind("hello", 0) == 0);
   CHECK(s.output.size() == 5 + 7 + 1);  // prompt, continuation, newline
 
-  Run b = run_lathe("bench --json --steps 1 --warmup 0 --threads 1 --config " + (dir / "model.json").string());
+  Run b = run_lathe("bench --json --steps 1 --warmup 0 --threads 1 --peak-tflops 0.002 --config " +
+                    (dir / "model.json").string());
   CHECK(b.code == 0);
   CHECK(b.output.find("\"tok_per_s\"") != std::string::npos);
+  // MFU: the achieved rate over --peak-tflops (here 2 GFLOP/s, so that a tiny model shows a share).
+  const nlohmann::json bj = nlohmann::json::parse(b.output);
+  CHECK(bj.at("peak_tflops").get<double>() == 0.002);
+  CHECK(bj.at("mfu").get<double>() == doctest::Approx(bj.at("gflop_per_s").get<double>() / 2.0).epsilon(1e-12));
+  CHECK(bj.at("mfu").get<double>() > 0);
   // --profile: each kernel's share and rate, set against the vector units' measured peak, and the
   // bound that the products' operations at that peak put on a step.
   Run p = run_lathe("bench --profile --steps 1 --warmup 0 --threads 1 --config " + (dir / "model.json").string());
