@@ -7,12 +7,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 namespace {
@@ -109,6 +111,16 @@ __global__ void bf16_round_trip(const float* x, float* out) {
   out[threadIdx.x] = __bfloat162float(b + b);
 }
 
+// What new kernels use, in one: __launch_bounds__, __ldg, vector loads, float atomicAdd, the half
+// and bf16 conversions, CUDA's min/max and the math functions (host functions here, as there).
+__global__ void __launch_bounds__(64) vector_intrinsics(const float4* __restrict__ x, float* sum, float* out) {
+  const unsigned t = threadIdx.x;
+  const float4 v = __ldg(&x[t]);
+  atomicAdd(sum, v.x + v.y + v.z + v.w);
+  const float h = __half2float(__float2half(v.x)), b = __bfloat162float(__float2bfloat16(v.y));
+  out[t] = h + b + fmaxf(v.z, 0.0f) + exp2f(v.w) + __expf(0.0f) + float(min(t, 3u)) + float(max(int(t), 60));
+}
+
 __global__ void shuffle_after_exit(int* out) {
   if (threadIdx.x == 5) return;
   out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, int(threadIdx.x), 1);
@@ -190,6 +202,29 @@ TEST_CASE("emulator: bf16 arithmetic rounds through f32 to nearest even") {
   CHECK(h[1] == 2.0f);        // 1 + 2^-8 is a tie between 1 and 1 + 2^-7: even (1)
   CHECK(h[2] == 6.28125f);    // 3.14159 rounds to 3.140625
   CHECK(h[3] == -5.0f);
+}
+
+TEST_CASE("emulator: __ldg, vector types, float atomicAdd, 16-bit conversions and math in a kernel") {
+  constexpr int n = 64;
+  std::vector<float> x(4 * n);
+  for (int i = 0; i < 4 * n; ++i) x[i] = float(i % 7) - 2.0f;  // small integers: every step exact
+  DeviceArray<float4> dx(n);
+  DeviceArray<float> sum(1), out(n);
+  cudaMemcpy(dx.p, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice);
+  cudaMemset(sum.p, 0, sizeof(float));
+  CHECK(sizeof(float4) == 16);
+  CHECK(alignof(float4) == 16);
+  vector_intrinsics<<<1, n>>>(dx.p, sum.p, out.p);
+  float want_sum = 0;
+  for (float v : x) want_sum += v;
+  CHECK(sum.host()[0] == want_sum);
+  const std::vector<float> got = out.host();
+  for (int t = 0; t < n; ++t) {
+    const float* v = &x[4 * t];
+    const float want = v[0] + v[1] + std::max(v[2], 0.0f) + std::exp2(v[3]) + 1.0f + float(std::min(t, 3)) +
+                       float(std::max(t, 60));
+    CHECK_MESSAGE(got[t] == want, "thread ", t);
+  }
 }
 
 TEST_CASE("emulator: over 48 KB of dynamic shared memory needs cudaFuncSetAttribute, over 227 KB fails") {
