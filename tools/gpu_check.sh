@@ -22,7 +22,9 @@
 #                  AdamW) and torch.compile, at batch 4 and 16 (tools/torch_bench_device.py)
 #   attention      causal attention alone, B 16, H 12, T 1024, D 64, bf16, forward + backward:
 #                  lathe (examples/bench_attention) against PyTorch's SDPA
-# The whole run takes about five minutes; LATHE_GPU_QUICK=1 leaves out the three benchmark stages.
+# The whole run is meant to take under six minutes (its stage limits add up to 16; not yet timed
+# on a GPU, so the limits are guesses to correct from its first logs). LATHE_GPU_QUICK=1 leaves
+# out the three benchmark stages.
 # A GPU case that finds no GPU fails here (LATHE_REQUIRE_GPU=1), where ctest would skip it. The
 # script exits 1 when any stage failed or timed out.
 set -uo pipefail
