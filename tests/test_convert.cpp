@@ -151,7 +151,7 @@ TEST_CASE("convert: llm.c's v3 file gives PyTorch's logits, v5 those of the bf16
   }
 }
 
-TEST_CASE("convert: llm.c files round-trip bitwise, through lathe's weights file too; bf16 rounds to nearest even") {
+TEST_CASE("convert: llm.c files round-trip bitwise, through lathe's weights file too, and bf16 rounds to nearest even") {
   TempDir d("convert_llmc");
   const train::ConvertOptions to_llmc = to(train::WeightsFormat::llmc);
   train::convert_weights(kLlmcV3, d.file("v3.bin"), to_llmc);

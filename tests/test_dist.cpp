@@ -229,7 +229,7 @@ TEST_CASE("dist: bad --zero and --freeze values are errors naming the flag") {
   CHECK(error_of([&] { train::Trainer t(o); }).find("nothing would train") != std::string::npos);
 }
 
-TEST_CASE("dist: --dist-timeout is a positive number of seconds, given to the communicator; a resume may change it") {
+TEST_CASE("dist: --dist-timeout is a positive number of seconds, given to the communicator, and a resume may change it") {
   TempDir d("timeout");
   train::TrainOptions o = tiny_run(d, "run");
   for (double bad : {0.0, -1.0, std::nan(""), HUGE_VAL}) {
@@ -309,7 +309,7 @@ TEST_CASE("dist: ranks compare the options they train with, a default as the val
                 floors);
 }
 
-TEST_CASE("dist: --grad-slices sums the slices' gradients in one process; a batch it does not divide is refused") {
+TEST_CASE("dist: --grad-slices sums the slices' gradients in one process, a batch it does not divide is refused") {
   TempDir d("slices");
   train::TrainOptions whole = tiny_run(d, "whole");
   train::TrainOptions sliced = tiny_run(d, "sliced");

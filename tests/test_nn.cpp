@@ -124,7 +124,7 @@ TEST_CASE("nn: state_dict round trip keeps parameter identity") {
   CHECK(max_abs_diff(c.transformer.wte.weight, a.transformer.wte.weight) == 0);
 }
 
-TEST_CASE("nn: strict load lists missing and unexpected keys; shapes are checked") {
+TEST_CASE("nn: strict load lists missing and unexpected keys, shapes are checked") {
   GPT a(small_config(), 1);
   NamedTensors sd = a.state_dict();
   NamedTensors partial;

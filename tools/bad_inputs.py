@@ -59,6 +59,7 @@ EXPECTED_OK = {
     "train.weight-decay.hex", "train.weight-decay.too_big", "train.weight-decay.int64_max",
     "train.grad-clip.hex", "train.grad-clip.too_big", "train.grad-clip.int64_max",
     "sample.temperature.hex", "sample.temperature.too_big", "sample.temperature.int64_max",
+    "bench.peak-tflops.hex",
     # More than there is means all of it: top-k past the vocabulary, intervals past the run (only
     # at the end), keep-last past the checkpoints, a warm-up longer than the run.
     "sample.top-k.int64_max", "train.eval-interval.int64_max", "train.ckpt-interval.int64_max",
@@ -368,7 +369,8 @@ def flag_cases(inp):
     flags = {
         "sample": (sample, {"--tokens": "int", "--temperature": "float", "--top-k": "int", "--seed": "int",
                             "--samples": "int"}),
-        "bench": (bench, {"--steps": "int", "--warmup": "int", "--batch": "int", "--threads": "int"}),
+        "bench": (bench, {"--steps": "int", "--warmup": "int", "--batch": "int", "--threads": "int",
+                          "--peak-tflops": "float"}),
         "train": (None, {"--steps": "int", "--batch": "int", "--lr": "float", "--min-lr": "float", "--warmup": "int",
                          "--weight-decay": "float", "--grad-clip": "float", "--beta1": "float", "--beta2": "float",
                          "--seed": "int", "--eval-interval": "int", "--eval-iters": "int", "--ckpt-interval": "int",
