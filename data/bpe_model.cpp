@@ -299,13 +299,16 @@ void BpeModel::encode_long(std::vector<uint32_t>& parts) const {
   // The piece as a list of tokens, each covering bytes [i, i + its length): parts[i] is the token
   // starting at i (kNone inside a token), its right neighbour starts at i + length, and
   // start[e] is where the token ending at byte e begins, which finds the left neighbour. The
-  // candidate merges are grouped by rank and drained lowest rank first; within one rank,
-  // occurrences of a pair of two different tokens never overlap, so their order does not matter,
-  // and those of a pair of two equal tokens ("aaa") are merged leftmost first, as GPT-2's bpe()
-  // merges them. Time: linear in the piece but for that sort. Memory: 8 bytes per byte of the
-  // piece for the list, and 4 per waiting candidate (about one per byte, fewer as merges go on).
+  // candidate merges are grouped by rank and drained lowest rank first, each group in the order
+  // its positions were added, which is left to right: the group of a pair (x, y) is filled by
+  // one drain only, that of the merge making the later of x and y (or, for two bytes, by the
+  // first scan), because no token is made twice; that drain adds (m, y) at the positions it merges
+  // and (x, m) at their left neighbours, both increasing when its own group was. So occurrences of
+  // a pair of two equal tokens ("aaa") merge leftmost first, as GPT-2's bpe() merges them (those
+  // of two different tokens never overlap). Time: linear in the piece. Memory: 8 bytes per byte
+  // of the piece for the list, and 4 per waiting candidate (at most about one per byte).
   const auto n = uint32_t(parts.size());
-  thread_local std::vector<uint32_t> start, positions;
+  thread_local std::vector<uint32_t> start;
   thread_local RankGroups groups;
   start.clear();
   start.reserve(n);
@@ -329,20 +332,12 @@ void BpeModel::encode_long(std::vector<uint32_t>& parts) const {
   for (uint32_t i = 0; i + 1 < n; ++i) add(i);
   while (!groups.empty()) {
     const BpeMerge& m = merges_[groups.lowest_rank()];
-    if (m.left != m.right) {
-      groups.drain([&](uint32_t i) { merge_at(m, i); });
-      continue;
-    }
-    positions.clear();
-    groups.drain([&](uint32_t i) { positions.push_back(i); });
-    if (!std::is_sorted(positions.begin(), positions.end())) std::sort(positions.begin(), positions.end());
-    for (const uint32_t i : positions) merge_at(m, i);
+    groups.drain([&](uint32_t i) { merge_at(m, i); });
   }
   uint32_t w = 0;
   for (uint32_t i = 0; i < n; i += lengths_[parts[i]]) parts[w++] = parts[i];
   parts.resize(w);
   trim(start);
-  trim(positions);
   groups.reset();
 }
 

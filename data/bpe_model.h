@@ -74,8 +74,8 @@ class BpeModel {
   const std::vector<BpeMerge>& merges() const { return merges_; }
   const std::string& token_bytes(uint32_t id) const { return token_bytes_[id]; }
 
-  // Appends the tokens of `piece` to `out`. Memory: about 16 bytes per byte of the piece at most
-  // (see encode_long), whatever the table. A piece of 4 GiB or more is refused.
+  // Appends the tokens of `piece` to `out`. Memory: about 12 bytes per byte of the piece (see
+  // encode_long), whatever the table. A piece of 4 GiB or more is refused.
   void encode_piece(std::string_view piece, std::vector<uint32_t>& out) const;
 
  private:

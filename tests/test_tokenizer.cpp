@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -240,6 +241,51 @@ TEST_CASE("tokenizer encode: a trained vocabulary of long runs merges them as th
     tok.model().encode_piece(piece, got);
     CHECK(got == reference_bpe(tok.model(), piece));
     CHECK(tok.decode(got) == piece);
+  }
+}
+
+TEST_CASE("tokenizer encode: random vocabularies over three letters merge long pieces as the reference does") {
+  // Merges of random earlier tokens (no pair twice, no token twice), so that equal-token pairs
+  // ("aa aa aa"), tokens made from tokens made late, and long overlapping runs all occur; pieces of
+  // 49 to 1,500 bytes go through the long-piece path and must give the reference's ids exactly.
+  uint64_t state = 0x5eed;
+  auto next = [&](uint64_t n) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return (state >> 33) % n;
+  };
+  const std::string letters = "abc";
+  for (int vocab = 0; vocab < 6; ++vocab) {
+    std::vector<std::pair<uint32_t, uint32_t>> merges;
+    std::vector<uint32_t> usable(letters.begin(), letters.end());  // ids made so far
+    std::set<std::string> made;
+    std::set<std::pair<uint32_t, uint32_t>> pairs;
+    std::vector<std::string> bytes(256);
+    for (int b = 0; b < 256; ++b) bytes[size_t(b)] = std::string(1, char(b));
+    while (merges.size() < 120) {
+      const uint32_t l = usable[next(usable.size())], r = usable[next(usable.size())];
+      const std::string joined = bytes[l] + bytes[r];
+      if (joined.size() > 24 || pairs.count({l, r}) || made.count(joined) || joined.size() < 2) continue;
+      pairs.insert({l, r});
+      made.insert(joined);
+      bytes.push_back(joined);
+      usable.push_back(uint32_t(256 + merges.size()));
+      merges.emplace_back(l, r);
+    }
+    const BpeModel model = BpeModel::from_merges(merges);
+    for (int t = 0; t < 8; ++t) {
+      std::string piece(49 + next(1450), 'a');
+      // Runs of one letter as often as mixed stretches.
+      for (size_t i = 0; i < piece.size();) {
+        const char c = letters[next(3)];
+        const size_t run = next(4) == 0 ? 1 + next(60) : 1;
+        for (size_t k = 0; k < run && i < piece.size(); ++k) piece[i++] = c;
+      }
+      CAPTURE(vocab);
+      CAPTURE(t);
+      std::vector<uint32_t> got;
+      model.encode_piece(piece, got);
+      CHECK(got == reference_bpe(model, piece));
+    }
   }
 }
 
