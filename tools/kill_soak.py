@@ -176,8 +176,9 @@ def soak_tokenize(args):
                                 f"(exit {t.returncode}): {t.stderr[:300]!r}")
     for f in failures:
         print(f)
+    verdict = "each time as one whole run" if not failures else "not always as one whole run"
     print(f"kill_soak tokenize: {kills} SIGKILLs in {rounds} rounds; the directory was refused {refused} times and "
-          f"accepted {accepted} times, each time as one whole run; {len(failures)} failures, {time.time() - start:.0f} s")
+          f"accepted {accepted} times, {verdict}; {len(failures)} failures, {time.time() - start:.0f} s")
     shutil.rmtree(work, ignore_errors=True)
     return 1 if failures else 0
 
