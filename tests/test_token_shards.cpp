@@ -319,7 +319,7 @@ TEST_CASE("tokenize: a second run on the same directory is refused at once, nami
                  "another lathe train (process"));
 }
 
-TEST_CASE("tokenize: every old shard and killed writer's temporary goes; what is not lathe's stays, named") {
+TEST_CASE("tokenize: every old shard and killed writer's temporary goes, what is not lathe's stays, named") {
   TempDir d("tokenize_clean");
   d.write("corpus.txt", std::string(500, 'y') + "\n");
   const std::string out = d.file("shards");
