@@ -1,5 +1,5 @@
 #pragma once
-// Emulator stand-in for the PTX instructions of cuda/mma.cuh (see cuda/emulator/run.sh): the same
+// Emulator stand-in for the PTX instructions of cuda/mma.cuh (cuda/emulator/README.md): the same
 // functions as warp-collective C++. A GPU thread is a fiber here, so a lane cannot read another
 // lane's registers; each instruction therefore publishes this lane's operands in a per-thread
 // slot, meets the other 31 lanes at the warp barrier, computes its own result from everyone's
@@ -25,6 +25,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cmath>
+#include <cstring>
 #include <deque>
 #include <type_traits>
 #include <vector>
@@ -49,7 +51,7 @@ inline std::vector<LaneSlot>& slots() {
   if (s.size() < n) s.resize(n);
   return s;
 }
-inline unsigned thread_id() { return st().fibers[size_t(st().current)].tid; }
+inline unsigned thread_id() { return me().tid; }
 
 template <class T>
 inline float to_float(uint16_t bits) {
@@ -64,7 +66,7 @@ inline uint16_t half_of(uint32_t reg, int hi) { return uint16_t(hi ? reg >> 16 :
 template <class T>
 inline float a_element(const LaneSlot* warp, int row, int col) {
   const int lane = (row % 8) * 4 + (col % 8) / 2;
-  const int reg = (row >= 8 ? 2 : 0) + (col >= 8 ? 1 : 0);
+  const int reg = (row >= 8 ? 1 : 0) + (col >= 8 ? 2 : 0);
   return to_float<T>(half_of(warp[lane].a[reg], col % 2));
 }
 template <class T>
@@ -83,8 +85,7 @@ struct Copy {
 struct Pending {
   std::vector<Copy> open;               // issued since the last commit
   std::deque<std::vector<Copy>> groups;  // committed, oldest first
-  const void* launch = nullptr;          // the launch and block that issued them
-  unsigned bx = 0, by = 0, bz = 0;
+  unsigned long long block = 0;          // the block that issued them (State::block_serial)
 };
 inline Pending& pending() {
   static std::vector<Pending> p;
@@ -92,12 +93,10 @@ inline Pending& pending() {
   if (p.size() < n) p.resize(n);
   Pending& mine = p[thread_id()];
   // Copies left in flight by a thread of an earlier block would land in this block's memory.
-  const dim3 b = st().block_idx;
-  if (mine.launch != st().body || mine.bx != b.x || mine.by != b.y || mine.bz != b.z) {
+  if (mine.block != st().block_serial) {
     if (!mine.open.empty() || !mine.groups.empty())
       die("a thread ended with cp.async copies in flight: wait for them (cp_async_wait<0>) before it returns");
-    mine.launch = st().body;
-    mine.bx = b.x, mine.by = b.y, mine.bz = b.z;
+    mine.block = st().block_serial;
   }
   return mine;
 }
@@ -120,7 +119,7 @@ inline void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32
   for (int i = 0; i < 4; ++i) slots[me].a[i] = a[i];
   slots[me].b[0] = b0;
   slots[me].b[1] = b1;
-  emu::warp_barrier();
+  emu::warp_barrier(0xffffffffu, "mma.sync");
   const emu::mma::LaneSlot* warp = &slots[me & ~31u];
   const int g = int(me % 32) / 4, t = int(me % 4);
   for (int i = 0; i < 4; ++i) {
@@ -130,7 +129,7 @@ inline void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32
       acc = std::fma(emu::mma::a_element<T>(warp, row, k), emu::mma::b_element<T>(warp, k, col), acc);
     d[i] = acc;
   }
-  emu::warp_barrier();
+  emu::warp_barrier(0xffffffffu, "mma.sync");
 }
 
 namespace emu_detail {
@@ -138,7 +137,7 @@ inline void ldmatrix(uint32_t (&r)[4], const void* row, bool trans) {
   auto& slots = emu::mma::slots();
   const unsigned me = emu::mma::thread_id();
   slots[me].addr = static_cast<const unsigned char*>(row);
-  emu::warp_barrier();
+  emu::warp_barrier(0xffffffffu, "ldmatrix");
   const emu::mma::LaneSlot* warp = &slots[me & ~31u];
   const int l = int(me % 32);
   for (int i = 0; i < 4; ++i) {
@@ -150,7 +149,7 @@ inline void ldmatrix(uint32_t (&r)[4], const void* row, bool trans) {
     }
     r[i] = uint32_t(e[0]) | (uint32_t(e[1]) << 16);
   }
-  emu::warp_barrier();
+  emu::warp_barrier(0xffffffffu, "ldmatrix");
 }
 }  // namespace emu_detail
 

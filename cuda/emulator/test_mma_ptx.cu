@@ -1,8 +1,8 @@
 // The CUDA emulator's tensor-core shim (cuda/emulator/shim/mma_ptx.h) against plain arithmetic:
 // each instruction run by one emulated warp whose lanes fill and read their registers by the PTX
 // ISA's fragment layouts, written out here independently of the shim; and the warp-level products
-// of cuda/mma.cuh built on it against a plain matrix product. Compiled only into the emulator's
-// test program (cuda/emulator), with the shim's headers in place of the CUDA toolkit's.
+// of cuda/mma.cuh built on it against a plain matrix product. Part of the emulator's own tests
+// (lathe_emu_selftest, cuda/emulator/CMakeLists.txt): ctest lists each case as "emu: mma shim: ...".
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -35,7 +35,7 @@ uint32_t pair(float lo, float hi) {
 // One warp (32 emulated threads) runs body(lane).
 template <class F>
 void one_warp(F body) {
-  emu::launch(dim3(1), dim3(32), [&] { body(int(threadIdx.x)); });
+  emu::launch("one_warp", emu::LaunchConfig(dim3(1), dim3(32)), [&] { body(int(threadIdx.x)); });
 }
 
 template <class T>
