@@ -45,9 +45,28 @@
 // wgmma rate through mma.sync). Each warp reads its B operands from shared memory at 16 FLOP per
 // byte (one 16-row A tile per warp), close to shared memory's 128 bytes per clock at that issue
 // rate: 32-row warps (two m16 tiles sharing each B fragment) are the next lever if ncu shows
-// shared-memory throughput as the limit. Registers: about 130 per thread (hs 64), so three to four
-// blocks of 128 threads share an SM. The tile sizes are the template parameters and the
-// k*Config constants below.
+// shared-memory throughput as the limit. Registers (ptxas for sm_90, no spills), bf16 at hs 64:
+// forward 114 per thread (four blocks of 128 threads per SM by registers), dQ 163 (three), dK dV 220
+// (two); at hs 128: 166, 224, 249. The tile sizes are the template parameters and the k*Config
+// constants below.
+//
+// Not yet run on a GPU: these kernels are proven only in the CUDA emulator (cuda/emulator) and
+// compiled by nvcc for sm_90. On the next GPU, before anything else:
+//   1. Correctness: `build/tests/lathe_tests -tc='cuda: causal attention*'` and the op cases
+//      (`-tc='op cases*'`); their tolerances were set in the emulator, whose exp2f and products are
+//      exact where the GPU's are a few ulp off, so a failure just past them wants a look, not a wider
+//      tolerance. `compute-sanitizer --tool racecheck` and `synccheck` on the same cases (the
+//      emulator cannot see races: the cp.async stages and the __syncthreads after each tile are what
+//      keeps a stage from being refilled while read).
+//   2. Speed: tools/gpu_check.sh's `attention` stage runs examples/bench_attention (B 16, H 12,
+//      T 1024, D 64, bf16, forward + backward) against PyTorch's SDPA: the target is at most 1.25x
+//      its time. Also bench f32 and D 32 and 128, and T 1 to 16 after a long cache (the decode
+//      kernel) against the flash kernels at the same shape.
+//   3. Profile (ncu) flash_forward<bf16, 64>, flash_backward_dq and flash_backward_dkdv: registers
+//      per thread and spills (the hs 128 tiles are the tightest), achieved occupancy, tensor pipe
+//      utilisation against shared-memory throughput (the bottleneck guessed above), and bank
+//      conflicts on ldmatrix (the padding should leave none). Then tune kKeys / kQueries and the
+//      warps per block.
 #include "cuda/device_common.cuh"
 #include "cuda/mma.cuh"
 
@@ -104,13 +123,13 @@ __device__ __forceinline__ void load_floats(float* dst, const float* src, int n,
   }
 }
 
-// Dynamic shared memory; >48 KB has to be allowed per kernel before its launch.
-template <class Kernel>
-void allow_shared_bytes(Kernel kernel, size_t bytes) {
-  if (bytes > 48 * 1024)
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)),
-               "causal_attention: shared memory of its kernel");
-}
+// Dynamic shared memory over 48 KB has to be allowed per kernel before its launch:
+// LATHE_ALLOW_SHARED(bytes, kernel) sets the kernel's limit to its launch's bytes. A macro, so that
+// cudaFuncSetAttribute names the kernel as its launch does: the CUDA emulator knows a kernel by
+// that spelling (cuda/emulator/README.md). The kernel comes last: its template arguments hold commas.
+#define LATHE_ALLOW_SHARED(bytes, ...)                                                                      \
+  check_cuda(cudaFuncSetAttribute(__VA_ARGS__, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)), \
+             "causal_attention: the shared memory of its kernel")
 
 // =====================================================================================================
 // Tensor-core kernels (bf16, f16). A warp owns 16 rows of the block's tile; a lane holds of each
@@ -895,12 +914,12 @@ void launch_attention_forward(DT dtype, const AttnShape& s, HeadsIn q, HeadsIn k
         attention_decode<T, D><<<dim3(unsigned(s.Tq), H, B), kThreadsPerBlock, 0, stream>>>(s, q, k, v, out, lse);
       } else if constexpr (is_16_bit_v<T>) {
         constexpr size_t bytes = MmaConfig<T, D>::kForwardBytes;
-        allow_shared_bytes(flash_forward<T, D>, bytes);
+        LATHE_ALLOW_SHARED(bytes, flash_forward<T, D>);
         const unsigned tiles = unsigned((s.Tq + kMmaRows - 1) / kMmaRows);
         flash_forward<T, D><<<dim3(tiles, H, B), kThreadsPerBlock, bytes, stream>>>(s, q, k, v, out, lse);
       } else {
         constexpr size_t bytes = SimtConfig<D>::kForwardFloats * sizeof(float);
-        allow_shared_bytes(flash_forward_f32<D>, bytes);
+        LATHE_ALLOW_SHARED(bytes, flash_forward_f32<D>);
         const unsigned tiles = unsigned((s.Tq + SimtConfig<D>::kRows - 1) / SimtConfig<D>::kRows);
         flash_forward_f32<D><<<dim3(tiles, H, B), kThreadsPerBlock, bytes, stream>>>(s, q, k, v, out, lse);
       }
@@ -920,8 +939,8 @@ void launch_attention_backward(DT dtype, const AttnShape& s, HeadsIn q, HeadsIn 
         fail_dtype("causal_attention_backward", dtype);
       } else if constexpr (is_16_bit_v<T>) {
         using Cfg = MmaConfig<T, D>;
-        allow_shared_bytes(flash_backward_dq<T, D>, Cfg::kDqBytes);
-        allow_shared_bytes(flash_backward_dkdv<T, D>, Cfg::kDkDvBytes);
+        LATHE_ALLOW_SHARED(Cfg::kDqBytes, flash_backward_dq<T, D>);
+        LATHE_ALLOW_SHARED(Cfg::kDkDvBytes, flash_backward_dkdv<T, D>);
         const unsigned q_tiles = unsigned((s.Tq + kMmaRows - 1) / kMmaRows);
         const unsigned k_tiles = unsigned((s.Tk + kMmaRows - 1) / kMmaRows);
         flash_backward_dq<T, D><<<dim3(q_tiles, H, B), kThreadsPerBlock, Cfg::kDqBytes, stream>>>(
@@ -931,8 +950,8 @@ void launch_attention_backward(DT dtype, const AttnShape& s, HeadsIn q, HeadsIn 
       } else {
         using Cfg = SimtConfig<D>;
         constexpr size_t dq_bytes = Cfg::kDqFloats * sizeof(float), dkdv_bytes = Cfg::kDkDvFloats * sizeof(float);
-        allow_shared_bytes(flash_backward_dq_f32<D>, dq_bytes);
-        allow_shared_bytes(flash_backward_dkdv_f32<D>, dkdv_bytes);
+        LATHE_ALLOW_SHARED(dq_bytes, flash_backward_dq_f32<D>);
+        LATHE_ALLOW_SHARED(dkdv_bytes, flash_backward_dkdv_f32<D>);
         const unsigned q_tiles = unsigned((s.Tq + Cfg::kRows - 1) / Cfg::kRows);
         const unsigned k_tiles = unsigned((s.Tk + Cfg::kKeyRows - 1) / Cfg::kKeyRows);
         flash_backward_dq_f32<D><<<dim3(q_tiles, H, B), kThreadsPerBlock, dq_bytes, stream>>>(

@@ -503,7 +503,7 @@ void check_attn(const Tensor& got, const Tensor& want, double nmse_tol, double e
 }  // namespace
 
 TEST_CASE("cuda: causal attention forward and backward against the f64 CPU reference") {
-  REQUIRE_GPU();
+  GPU_CASE();
   // Decode (at most 16 queries) and flash shapes: one query, a few, tiles of 64 with a ragged end
   // (70, 2 tiles + 1 = 129), every head size of the kernels (32, 64, 128) and some padded ones
   // (24, 40; 20, which 16-bit rows do not fill in whole 16-byte vectors), batches and heads, the
@@ -544,7 +544,7 @@ TEST_CASE("cuda: causal attention forward and backward against the f64 CPU refer
 }
 
 TEST_CASE("cuda: causal attention is deterministic, and the model's fused op takes one qkv projection") {
-  REQUIRE_GPU();
+  GPU_CASE();
   for (DType t : {DType::f32, DType::bf16}) {
     INFO(std::string(dtype_name(t)));
     const Tensor qkv = random_tensor({2, 70, 3 * 2 * 32}, 90, t);
