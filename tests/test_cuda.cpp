@@ -543,6 +543,29 @@ TEST_CASE("cuda: causal attention forward and backward against the f64 CPU refer
   }
 }
 
+TEST_CASE("cuda: causal attention keeps no [B, H, T, T] tensor, forward or backward") {
+  GPU_CASE();
+  // One head of T = 512 in bf16: its scores would take 512 KiB (1 MiB in f32, as softmax takes
+  // them). The fused op's forward and backward allocate q-sized tensors (out, gout, the three
+  // gradients, 32 KiB each), lse and rowsums (2 KiB each): all of them stay under one score matrix.
+  constexpr int64_t T = 512, hs = 32;
+  const size_t scores_bytes = size_t(T * T) * 2;
+  std::vector<Tensor> x;
+  for (uint64_t i = 0; i < 3; ++i) x.push_back(random_tensor({1, 1, T, hs}, 70 + i, DType::bf16).to(kGpu));
+  const Tensor gout = random_tensor({1, 1, T, hs}, 73, DType::bf16).to(kGpu);
+  for (Tensor& t : x) t.requires_grad_(true);
+  backend_for(kGpu).synchronize(0);
+  const size_t before = memory_stats(kGpu).allocated;
+  reset_peak_memory(kGpu);
+  {
+    const Tensor out = causal_attention(x[0], x[1], x[2], 0.125);
+    out.backward(gout);
+    backend_for(kGpu).synchronize(0);
+  }
+  const size_t peak = memory_stats(kGpu).peak_allocated - before;
+  CHECK_MESSAGE(peak < scores_bytes, "peak ", peak, " bytes over the inputs, against ", scores_bytes, " of scores");
+}
+
 TEST_CASE("cuda: causal attention is deterministic, and the model's fused op takes one qkv projection") {
   GPU_CASE();
   for (DType t : {DType::f32, DType::bf16}) {

@@ -192,7 +192,8 @@ Tensor widened(const Tensor& t) {
 
 bool CpuBackend::fuses(FusedKernel kernel, DType dtype, int64_t) const {
   switch (kernel) {
-    case FusedKernel::causal_attention: return dtype == DType::f32 || dtype == DType::f64;
+    // 16-bit inputs compute in f32 and round once, as on CUDA (causal_attention below).
+    case FusedKernel::causal_attention: return is_floating(dtype);
   }
   return false;
 }
