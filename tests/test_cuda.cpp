@@ -19,6 +19,7 @@
 #include "core/autograd.h"
 #include "core/backend.h"
 #include "core/ops.h"
+#include "nn/gpt.h"
 #include "tests/gpu_cases.h"
 
 using namespace lathe;
@@ -564,6 +565,21 @@ TEST_CASE("cuda: causal attention keeps no [B, H, T, T] tensor, forward or backw
   }
   const size_t peak = memory_stats(kGpu).peak_allocated - before;
   CHECK_MESSAGE(peak < scores_bytes, "peak ", peak, " bytes over the inputs, against ", scores_bytes, " of scores");
+}
+
+TEST_CASE("cuda: greedy generation with the KV cache on cuda gives the tokens of the CPU and of no cache") {
+  GPU_CASE();
+  // Head size 32: the prompt's queries and each new one run the decode kernel after the cached
+  // keys (nn/attention.cpp), the uncached path the same kernel over the whole window. 12 new
+  // tokens overflow block_size 16, so the cache also starts over from a cropped window.
+  nn::GPTConfig c;
+  c.vocab_size = 29, c.block_size = 16, c.n_layer = 2, c.n_head = 2, c.n_embd = 64;
+  nn::GPT cpu_model(c, 5), gpu_model(c, 5);
+  gpu_model.to(kGpu);
+  const Tensor prompt = Tensor::from_vector(std::vector<int64_t>{3, 1, 4, 1, 5, 9, 2, 6}, {2, 4});
+  const std::vector<int64_t> want = cpu_model.generate(prompt, 12, 0.0).to_vector<int64_t>();
+  CHECK(gpu_model.generate(prompt.to(kGpu), 12, 0.0).to(kCpu).to_vector<int64_t>() == want);
+  CHECK(gpu_model.generate_nocache(prompt.to(kGpu), 12, 0.0).to(kCpu).to_vector<int64_t>() == want);
 }
 
 TEST_CASE("cuda: causal attention is deterministic, and the model's fused op takes one qkv projection") {
