@@ -142,6 +142,34 @@ TEST_CASE("tokenizer pre-tokenizer: PCRE2 cuts the golden texts as V8 runs the s
   }
 }
 
+TEST_CASE("tokenizer pre-tokenizer: PCRE2's interpreter cuts as its JIT does, within a bounded heap") {
+  const nlohmann::json golden = nlohmann::json::parse(slurp(std::string(LATHE_GOLDEN_DIR) + "/tokenizer_gpt2_ids.json"));
+  for (const char* name : {"gpt2", "gpt4"}) {
+    CAPTURE(name);
+    const Pretokenizer jit(parse_pretoken_pattern(name));
+    const Pretokenizer interpreter(parse_pretoken_pattern(name), RegexEngine::interpreter);
+    CHECK(jit.engine() == RegexEngine::jit);  // Debian's PCRE2 has its JIT on x86-64
+    CHECK(interpreter.engine() == RegexEngine::interpreter);
+    for (const auto& [file, _] : golden.at("piece_bytes").at(name).items()) {
+      CAPTURE(file);
+      const std::string text = slurp(kTexts + "/" + file);
+      CHECK(pieces_of(interpreter, text) == pieces_of(jit, text));
+    }
+    // A whitespace run of 64 KB matches as under the JIT. One of 64 MB does under GPT-2's pattern;
+    // GPT-4's backtracks past PCRE2's match limit there, refused naming the byte rather than
+    // running on (the JIT, lathe's default, takes both).
+    const std::string spaces = std::string(size_t(64) << 10, ' ') + "x";
+    CHECK(pieces_of(interpreter, spaces) == pieces_of(jit, spaces));
+    const std::string flood = "x" + std::string(size_t(64) << 20, ' ') + "x";
+    if (std::string(name) == "gpt2") {
+      CHECK(pieces_of(interpreter, flood) == pieces_of(jit, flood));
+    } else {
+      CHECK_THROWS_WITH_AS(pieces_of(interpreter, flood), doctest::Contains("PCRE2 failed at byte 1: match limit"),
+                           Error);
+    }
+  }
+}
+
 TEST_CASE("tokenizer round trip: decode(encode(x)) == x for gpt2, bytes and trained vocabularies") {
   TempDir d("tok_roundtrip");
   std::vector<std::pair<std::string, BpeTokenizer>> toks;
