@@ -424,11 +424,13 @@ class Case:
     """One command line. `says`: text the message must hold (it names the fault). `verdict`: the
     run is `lathe ref --check` judging results, not an error: exit 1, nothing on stderr, and `says`
     in its report on stdout. `prefix`: what runs lathe (setpriv, to run as nobody); `memory_mb`:
-    the address space it may take, so that a blow-up fails fast instead of swapping."""
+    the address space it may take, so that a blow-up fails fast instead of swapping (generous: a
+    CUDA build maps cuBLAS, some hundreds of megabytes, before main); `peak_rss_mb`: the resident
+    memory it may reach, measured (the bound a case states about lathe's own use)."""
 
-    def __init__(self, name, args, says=None, verdict=False, prefix=None, memory_mb=None):
+    def __init__(self, name, args, says=None, verdict=False, prefix=None, memory_mb=None, peak_rss_mb=None):
         self.name, self.args, self.says, self.verdict = name, args, says, verdict
-        self.prefix, self.memory_mb = prefix or [], memory_mb
+        self.prefix, self.memory_mb, self.peak_rss_mb = prefix or [], memory_mb, peak_rss_mb
 
 
 def numeric_values(kind):
@@ -1154,7 +1156,8 @@ def shard_directory_cases(inp):
                                                           "--out", inp.path("out/shards_" + label)],
                           says=expect, memory_mb=4096))
     # Encoding memory follows the input: 50 MB of spaces in about 650 MB (2.1 GB and over 20 s before).
-    cases.append(Case("tokenizer.encode.spaces_50mb", encode(inp.tok_spaces, inp.spaces_50mb), memory_mb=1536))
+    cases.append(Case("tokenizer.encode.spaces_50mb", encode(inp.tok_spaces, inp.spaces_50mb), memory_mb=4096,
+                      peak_rss_mb=1536))
 
     train = lambda d, name: ["train", "--data", d, "--config", inp.tiny, "--steps", "1", "--eval-iters", "1",
                              "--sample-tokens", "0", "--quiet", "--out", inp.path("runs/shards_" + name)]
@@ -1213,6 +1216,35 @@ def all_cases(inp):
 # Judging
 
 
+def judge_peak_rss(case, lathe, cwd, timeout, limit):
+    """An expected-ok run whose peak resident memory is bounded: waited for with wait4, which
+    reports the child's own maximum RSS."""
+    start = time.monotonic()
+    with tempfile.TemporaryFile() as err_file:
+        p = subprocess.Popen(case.prefix + [lathe] + case.args, cwd=cwd, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=err_file, preexec_fn=limit)
+        while True:
+            pid, status, usage = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() - start > timeout:
+                p.kill()
+                os.wait4(p.pid, 0)
+                return "hang", f"still running after {timeout} s"
+            time.sleep(0.05)
+        p.returncode = 0  # reaped here: keep Popen from waiting again
+        err_file.seek(0)
+        err = err_file.read().decode(errors="replace")
+    if os.WIFSIGNALED(status):
+        return "crash", f"killed by signal {os.WTERMSIG(status)}; stderr: {err[-300:]!r}"
+    code, peak_mb = os.WEXITSTATUS(status), usage.ru_maxrss / 1024
+    if code != 0:
+        return "refused", f"exit {code}: {err.strip()[:300]}"
+    if peak_mb > case.peak_rss_mb:
+        return "over its memory", f"peak resident {peak_mb:.0f} MB, bound {case.peak_rss_mb} MB"
+    return "ok", f"{time.monotonic() - start:.1f} s, peak resident {peak_mb:.0f} MB"
+
+
 def judge(case, lathe, cwd, timeout):
     """(verdict, detail): verdict "ok", or what went wrong."""
     start = time.monotonic()
@@ -1222,6 +1254,8 @@ def judge(case, lathe, cwd, timeout):
     limit = None
     if case.memory_mb:
         limit = lambda: resource.setrlimit(resource.RLIMIT_AS, (case.memory_mb << 20, case.memory_mb << 20))
+    if case.peak_rss_mb:
+        return judge_peak_rss(case, lathe, cwd, timeout, limit)
     try:
         p = subprocess.run(case.prefix + [lathe] + case.args, cwd=cwd, stdin=subprocess.DEVNULL,
                            stdout=subprocess.PIPE if case.verdict else subprocess.DEVNULL,
