@@ -15,7 +15,8 @@
 //   backend_optim.cpp          Adam and AdamW
 // Every kernel runs on the device's one stream; the host waits only in copy_to_host and
 // synchronize. tests/test_cuda.cpp checks every kernel against the CPU backend: on a GPU through
-// tools/gpu_check.sh, and without one through cuda/emulator/run.sh (a CPU emulator of the kernels).
+// tools/gpu_check.sh, and without one through the CPU emulator of the kernels (cuda/emulator/,
+// the ctest tests "emu:...").
 #pragma once
 
 #include <memory>

@@ -17,6 +17,7 @@
 // the model under the mixed-precision policy (nn/precision.h); fp16 with the dynamic loss scaler
 // ("scaler": its options), whose state is returned and read back as scaler.scale and
 // scaler.growth_tracker, and whose skipped steps are the result "skipped".
+#include <cstdint>
 #include <map>
 #include <memory>
 
@@ -270,6 +271,15 @@ nn::Precision case_precision(const nlohmann::json& spec) {
   }
 }
 
+// GradScaler's growth_interval, an integer from 1 to int64's largest. JSON's parser reads a larger
+// integer as an unsigned one (up to 2^64 - 1) or as a float (2^70), and a float is no interval.
+int64_t growth_interval(const nlohmann::json& v) {
+  const bool fits = v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX));
+  LATHE_CHECK(fits && v.get<int64_t>() >= 1, K, "\"scaler\": growth_interval must be an integer from 1 to ", INT64_MAX,
+              ", got ", serialize::quote_json(v));
+  return v.get<int64_t>();
+}
+
 // fp16's loss scaler: "scaler": {"init_scale", "growth_factor", "backoff_factor",
 // "growth_interval"} (PyTorch's GradScaler defaults), its state from scaler.* tensors when the case
 // has them (a resumed run).
@@ -290,7 +300,7 @@ std::unique_ptr<optim::GradScaler> case_scaler(const serialize::SafetensorsFile&
     if (key == "init_scale" && number) o.init_scale = v.get<double>();
     else if (key == "growth_factor" && number) o.growth_factor = v.get<double>();
     else if (key == "backoff_factor" && number) o.backoff_factor = v.get<double>();
-    else if (key == "growth_interval" && v.is_number_integer()) o.growth_interval = v.get<int64_t>();
+    else if (key == "growth_interval" && v.is_number()) o.growth_interval = growth_interval(v);
     else
       LATHE_FAIL(K, "\"scaler\": unknown option or wrong type \"", key, "\" = ", serialize::quote_json(v),
                  " (options: init_scale, growth_factor, backoff_factor, growth_interval)");
@@ -333,7 +343,7 @@ RefOutput run_train_case(const serialize::SafetensorsFile& c, const nlohmann::js
   std::vector<Tensor> idx, targets;
   for (int64_t s = 0; s < steps; ++s) {
     idx.push_back(case_tokens(c, "idx." + std::to_string(s), model, device, "train"));
-    targets.push_back(case_tokens(c, "targets." + std::to_string(s), model, device, "train"));
+    targets.push_back(case_tokens(c, "targets." + std::to_string(s), model, device, "train", /*targets=*/true));
     LATHE_CHECK(targets.back().shape() == idx.back().shape(), K, "targets.", s, " ",
                 shape_str(targets.back().shape()), " must have the shape of idx.", s, " ", shape_str(idx.back().shape()));
   }

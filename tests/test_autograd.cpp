@@ -106,7 +106,7 @@ TEST_CASE("autograd: detach shares storage and cuts the graph") {
   CHECK(values(x.grad()) == std::vector<double>{5, 9, 13});  // untouched
 }
 
-TEST_CASE("autograd: only floating tensors require grad; integer results carry none") {
+TEST_CASE("autograd: only floating tensors require grad, integer results carry none") {
   CHECK_THROWS_WITH_AS(Tensor::ones({2}, DType::i64).requires_grad_(),
                        doctest::Contains("requires_grad_: only floating tensors can require gradients, got i64[2]"),
                        Error);

@@ -3,8 +3,9 @@
 // same), the Philox contract, the caching allocator's statistics and out-of-memory error,
 // transfer counters, determinism, and bad indices reported as errors.
 //
-// Without a CUDA build or without a GPU each case prints "skipped: ..." and passes; one case
-// checks that a GPU-less machine gets a clear error instead of a crash.
+// Without a CUDA build or without a GPU each case is skipped (tests/gpu_cases.h: ctest reports it
+// as skipped); one case checks that a GPU-less machine gets a clear error instead of a crash. The
+// emulator (cuda/emulator/README.md) runs every case on the CPU as "emu:cuda: ...".
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -17,38 +18,15 @@
 #include "core/autograd.h"
 #include "core/backend.h"
 #include "core/ops.h"
+#include "tests/gpu_cases.h"
 
 using namespace lathe;
+using lathe::testing::gpu_count;
 
 namespace {
 
 const Device kGpu = Device::cuda(0);
 const Device kCpu = Device::cpu();
-
-// Number of GPUs; -1 when this build has no CUDA backend.
-int gpu_count() {
-  if (!backend_available(DeviceType::cuda)) return -1;
-  try {
-    return backend_for(kGpu).device_count();
-  } catch (const Error&) {
-    return 0;
-  }
-}
-
-bool gpu_ready() {
-  const int n = gpu_count();
-  if (n > 0) return true;
-  const char* why = n < 0 ? "skipped: no GPU (this build has no CUDA backend; configure with -DLATHE_CUDA=ON)"
-                          : "skipped: no GPU (the CUDA backend is compiled in, but no device was found)";
-  // tools/gpu_check.sh sets LATHE_REQUIRE_GPU=1: on the GPU machine a skip is a failure.
-  const char* require = std::getenv("LATHE_REQUIRE_GPU");
-  if (require != nullptr && require[0] == '1') FAIL_CHECK("LATHE_REQUIRE_GPU=1 but: " << std::string(why));
-  else MESSAGE(std::string(why));
-  return false;
-}
-
-#define REQUIRE_GPU() \
-  if (!gpu_ready()) return
 
 const std::vector<DType> kFloatTypes = {DType::f32, DType::f64, DType::bf16, DType::f16};
 const std::vector<DType> kAllTypes = {DType::f32, DType::f64, DType::bf16, DType::f16,
@@ -128,7 +106,7 @@ TEST_CASE("cuda: a machine without a GPU gets a clear error, not a crash") {
 // ---------------------------------------------------------------- data movement
 
 TEST_CASE("cuda: round trip and strided copies with casts among all dtypes") {
-  REQUIRE_GPU();
+  GPU_CASE();
   for (DType from : kAllTypes) {
     const Tensor base = random_tensor({6, 7, 5}, 11, from);
     const Tensor g = base.to(kGpu);
@@ -149,7 +127,7 @@ TEST_CASE("cuda: round trip and strided copies with casts among all dtypes") {
 }
 
 TEST_CASE("cuda: fill and arange match the CPU exactly") {
-  REQUIRE_GPU();
+  GPU_CASE();
   for (DType t : kAllTypes) {
     INFO(std::string(dtype_name(t)));
     for (double v : {0.0, 1.0, -2.5, 0.1, 1e30})
@@ -159,7 +137,7 @@ TEST_CASE("cuda: fill and arange match the CPU exactly") {
 }
 
 TEST_CASE("cuda: Philox random numbers are the CPU's numbers") {
-  REQUIRE_GPU();
+  GPU_CASE();
   for (DType t : kFloatTypes) {
     INFO(std::string(dtype_name(t)));
     for (uint64_t offset : {uint64_t(0), uint64_t(12345), uint64_t(1) << 40}) {
@@ -187,7 +165,7 @@ TEST_CASE("cuda: Philox random numbers are the CPU's numbers") {
 // ---------------------------------------------------------------- elementwise
 
 TEST_CASE("cuda: unary ops on float dtypes, contiguous and strided") {
-  REQUIRE_GPU();
+  GPU_CASE();
   for (DType t : kFloatTypes) {
     const Tensor x = random_tensor({33, 65}, 3, t, 2.0);
     const Tensor pos = add(abs(x), 0.25);
@@ -240,7 +218,7 @@ TEST_CASE("cuda: unary ops on float dtypes, contiguous and strided") {
 }
 
 TEST_CASE("cuda: unary ops on integer dtypes are exact") {
-  REQUIRE_GPU();
+  GPU_CASE();
   for (DType t : {DType::i32, DType::i64}) {
     const Tensor x = random_tensor({17, 9}, 4, t);
     const Tensor g = x.to(kGpu);
@@ -255,7 +233,7 @@ TEST_CASE("cuda: unary ops on integer dtypes are exact") {
 }
 
 TEST_CASE("cuda: binary ops with broadcasting, scalars and NaN") {
-  REQUIRE_GPU();
+  GPU_CASE();
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (DType t : kFloatTypes) {
     Tensor a = random_tensor({3, 1, 50}, 5, t);
@@ -299,7 +277,7 @@ TEST_CASE("cuda: binary ops with broadcasting, scalars and NaN") {
 }
 
 TEST_CASE("cuda: where and masked_fill") {
-  REQUIRE_GPU();
+  GPU_CASE();
   for (DType t : kAllTypes) {
     INFO(std::string(dtype_name(t)));
     const Tensor c = gt(random_tensor({8, 1, 16}, 20, DType::f32), Tensor::scalar(0.0));
@@ -314,7 +292,7 @@ TEST_CASE("cuda: where and masked_fill") {
 // ---------------------------------------------------------------- reductions
 
 TEST_CASE("cuda: sums over every layout, short and long rows") {
-  REQUIRE_GPU();
+  GPU_CASE();
   const std::vector<std::pair<Shape, std::vector<int64_t>>> cases = {
       {{37, 53}, {1}},        {{37, 53}, {0}},       {{37, 53}, {}},         {{5, 6, 7}, {1}},
       {{5, 6, 7}, {0, 2}},    {{3, 70000}, {1}},     {{70000, 3}, {0}},      {{1, 300000}, {1}},
@@ -338,7 +316,7 @@ TEST_CASE("cuda: sums over every layout, short and long rows") {
 }
 
 TEST_CASE("cuda: max, min, argmax, argmin with ties and NaN") {
-  REQUIRE_GPU();
+  GPU_CASE();
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32, DType::i64}) {
     for (const Shape& shape : {Shape{40, 77}, Shape{3, 9000}, Shape{9000, 3}, Shape{1, 100000}}) {
@@ -379,7 +357,7 @@ TEST_CASE("cuda: max, min, argmax, argmin with ties and NaN") {
 // ---------------------------------------------------------------- matmul
 
 TEST_CASE("cuda: matmul through cuBLAS: layouts, batches, broadcasting, 16-bit") {
-  REQUIRE_GPU();
+  GPU_CASE();
   struct Case {
     Shape a, b;
     bool ta, tb;  // operand given as a transposed view
@@ -425,7 +403,7 @@ TEST_CASE("cuda: matmul through cuBLAS: layouts, batches, broadcasting, 16-bit")
 // ---------------------------------------------------------------- nn kernels
 
 TEST_CASE("cuda: softmax and log_softmax, forward and backward") {
-  REQUIRE_GPU();
+  GPU_CASE();
   for (DType t : kFloatTypes) {
     for (const Shape& shape : {Shape{7, 1000}, Shape{3, 50257}, Shape{64, 5}, Shape{4, 33, 17}}) {
       for (bool log : {false, true}) {
@@ -452,7 +430,7 @@ TEST_CASE("cuda: softmax and log_softmax, forward and backward") {
 }
 
 TEST_CASE("cuda: layer_norm forward and backward, with and without affine, deterministic") {
-  REQUIRE_GPU();
+  GPU_CASE();
   for (DType t : kFloatTypes) {
     for (const Shape& shape : {Shape{300, 768}, Shape{5, 7, 33}, Shape{2, 5000}}) {
       for (bool affine : {true, false}) {
@@ -486,7 +464,7 @@ TEST_CASE("cuda: layer_norm forward and backward, with and without affine, deter
 }
 
 TEST_CASE("cuda: embedding forward and deterministic backward, small and large buckets") {
-  REQUIRE_GPU();
+  GPU_CASE();
   // 5000 ids: id 7 three thousand times (a bucket the kernel rebuilds by scanning), the rest random.
   std::vector<int64_t> ids(5000);
   const auto r = Tensor::randint(0, 50, {5000}, 70).to_vector<int64_t>();
@@ -517,7 +495,7 @@ TEST_CASE("cuda: embedding forward and deterministic backward, small and large b
 }
 
 TEST_CASE("cuda: cross_entropy forward and backward with ignore_index") {
-  REQUIRE_GPU();
+  GPU_CASE();
   for (DType t : kFloatTypes) {
     for (int64_t V : {int64_t(10), int64_t(1000), int64_t(50257)}) {
       INFO(std::string(dtype_name(t)), " classes ", V);
@@ -544,7 +522,7 @@ TEST_CASE("cuda: cross_entropy forward and backward with ignore_index") {
 // ---------------------------------------------------------------- indexing (against plain loops)
 
 TEST_CASE("cuda: index_select, index_add, gather, scatter_add") {
-  REQUIRE_GPU();
+  GPU_CASE();
   Backend& gpu = backend_for(kGpu);
   const Tensor x = random_tensor({5, 7, 3}, 90, DType::f32);
   const auto xv = x.to_vector<float>();
@@ -601,7 +579,7 @@ TEST_CASE("cuda: index_select, index_add, gather, scatter_add") {
 }
 
 TEST_CASE("cuda: ids and indices out of range are errors, reported at the next sync") {
-  REQUIRE_GPU();
+  GPU_CASE();
   const Tensor w = random_tensor({10, 4}, 95, DType::f32).to(kGpu);
   const Tensor bad = Tensor::from_vector<int64_t>({1, 2, 10, 3}, {4}, kGpu);
   const Tensor y = embedding(w, bad);
@@ -642,7 +620,7 @@ void adam_reference(std::vector<double>& p, const std::vector<double>& g, std::v
 }  // namespace
 
 TEST_CASE("cuda: adam_update matches the CPU kernel and PyTorch's Adam and AdamW") {
-  REQUIRE_GPU();
+  GPU_CASE();
   std::vector<AdamParams> variants(4);
   variants[1].weight_decay = 0.1;
   variants[2].weight_decay = 0.1;
@@ -679,7 +657,7 @@ TEST_CASE("cuda: adam_update matches the CPU kernel and PyTorch's Adam and AdamW
 }
 
 TEST_CASE("cuda: fused adam_update_multi keeps step counters on the GPU and matches the CPU") {
-  REQUIRE_GPU();
+  GPU_CASE();
   AdamParams a;
   a.lr = 1e-2;
   a.weight_decay = 0.05;
@@ -724,7 +702,7 @@ TEST_CASE("cuda: fused adam_update_multi keeps step counters on the GPU and matc
 // ---------------------------------------------------------------- memory and transfers
 
 TEST_CASE("cuda: caching allocator statistics, reuse and empty_cache") {
-  REQUIRE_GPU();
+  GPU_CASE();
   Allocator& al = allocator_for(kGpu);
   al.empty_cache();
   const MemoryStats s0 = memory_stats(kGpu);
@@ -759,7 +737,7 @@ TEST_CASE("cuda: caching allocator statistics, reuse and empty_cache") {
 }
 
 TEST_CASE("cuda: running out of memory is an error with the sizes, and the device keeps working") {
-  REQUIRE_GPU();
+  GPU_CASE();
   const int64_t n = int64_t(1) << 42;  // 16 TiB of f32
   CHECK_THROWS_WITH_AS(Tensor::empty({n}, DType::f32, kGpu),
                        doctest::Contains("cuda:0 out of memory: requested 17592186044416 bytes, free "), Error);
@@ -768,7 +746,7 @@ TEST_CASE("cuda: running out of memory is an error with the sizes, and the devic
 }
 
 TEST_CASE("cuda: host-device copies and syncs are counted once") {
-  REQUIRE_GPU();
+  GPU_CASE();
   const Tensor h = Tensor::ones({256});
   backend_for(kGpu).synchronize(0);
   reset_transfer_stats();

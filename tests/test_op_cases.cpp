@@ -18,6 +18,7 @@
 #include <map>
 
 #include "core_test_util.h"
+#include "tests/gpu_cases.h"
 
 using namespace lathe;
 using core_test::compare;
@@ -239,16 +240,6 @@ void check_gradcheck(const Case& c) {
   CHECK_MESSAGE(err.empty(), err);
 }
 
-// Number of CUDA devices (0 without the backend or a GPU).
-int cuda_device_count() {
-  if (!backend_available(DeviceType::cuda)) return 0;
-  try {
-    return backend_for(Device::cuda()).device_count();
-  } catch (const Error&) {
-    return 0;
-  }
-}
-
 bool differentiable(const Case& c) {
   return core_test::find_golden(std::string(c.name) + ".gout") != nullptr;
 }
@@ -305,7 +296,7 @@ void check_on_device(Device device, bool bitwise) {
 TEST_CASE("ops: every op gives the cpu's bits on sim") { check_on_device(Device::sim(), true); }
 
 TEST_CASE("ops: every op matches the cpu on cuda") {
-  if (cuda_device_count() == 0) return;  // tests/test_cuda.cpp reports the skip
+  GPU_CASE();
   check_on_device(Device::cuda(), false);
 }
 
@@ -407,7 +398,7 @@ TEST_CASE("join: cat backward casts each gradient to its input's dtype") {
   CHECK(b.grad().to_vector<float>() == std::vector<float>{3, 4, 5});
 }
 
-TEST_CASE("join: stack checks shapes; split gives views and checks sizes") {
+TEST_CASE("join: stack checks shapes, split gives views and checks sizes") {
   Tensor a = Tensor::ones({2, 3});
   CHECK(stack({a, a, a}, 2).shape() == Shape{2, 3, 3});
   CHECK(stack({a}, -1).shape() == Shape{2, 3, 1});

@@ -260,7 +260,7 @@ TEST_CASE("optim bad options are errors naming the option and the value") {
   check_error([&] { opt.step(); }, {"group 2", "lr 0.5", "1"});
 }
 
-TEST_CASE("optim Prodigy: a step without progress changes nothing; group scalars are host f64 state") {
+TEST_CASE("optim Prodigy: a step without progress changes nothing, group scalars are host f64 state") {
   Tensor p = param_like({4}, 1);
   Prodigy opt({p});
   p.set_grad(Tensor::zeros({4}));

@@ -142,7 +142,7 @@ TEST_CASE("placement: step, move, step costs one move of the state, then no more
   }
 }
 
-TEST_CASE("placement: the plain Adam step counter never reaches the device; fused keeps it with the parameter") {
+TEST_CASE("placement: the plain Adam step counter never reaches the device, fused keeps it with the parameter") {
   Model m(kSim);
   AdamW plain(m.params);
   for (uint64_t t = 0; t < 3; ++t) {

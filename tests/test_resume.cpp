@@ -127,7 +127,7 @@ TEST_CASE("resume: bitwise identical to the run that never stopped, for every op
   }
 }
 
-TEST_CASE("resume: more steps continue the run; changed settings are refused by name") {
+TEST_CASE("resume: more steps continue the run, changed settings are refused by name") {
   TempDir d("settings");
   TrainOptions o = small_run(d, "adamw", "cpu");
   o.steps = 6;

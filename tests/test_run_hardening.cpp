@@ -337,7 +337,7 @@ TEST_CASE("run hardening: a resume at the final step says the run is complete an
   CHECK(read_text(dir / "metrics.jsonl") == metrics_before);
 }
 
-TEST_CASE("run hardening: metrics with null values and a torn last line resume; a bad line names the file") {
+TEST_CASE("run hardening: metrics with null values and a torn last line resume, a bad line names the file") {
   TempDir d("metrics");
   TrainOptions o = small_run(d);
   o.keep_last = 10;
@@ -388,7 +388,7 @@ TEST_CASE("run hardening: metrics with null values and a torn last line resume; 
   CHECK(metric_value(nlohmann::json{{"loss", nullptr}}, "loss", "x") != metric_value({{"loss", nullptr}}, "loss", "x"));
 }
 
-TEST_CASE("run hardening: model.safetensors carries checksums; a flipped byte names the file and tensor") {
+TEST_CASE("run hardening: model.safetensors carries checksums, a flipped byte names the file and tensor") {
   TempDir d("weights");
   TrainOptions o = small_run(d);
   o.steps = 2;

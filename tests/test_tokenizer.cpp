@@ -139,7 +139,7 @@ TEST_CASE("tokenizer round trip: decode(encode(x)) == x for gpt2, bytes and trai
   }
 }
 
-TEST_CASE("tokenizer pre-tokenizer: invalid UTF-8 becomes pieces of its own; patterns differ as GPT-2 and GPT-4 do") {
+TEST_CASE("tokenizer pre-tokenizer: invalid UTF-8 becomes pieces of its own, patterns differ as GPT-2 and GPT-4 do") {
   const Pretokenizer gpt2p(PretokenPattern::gpt2), gpt4p(PretokenPattern::gpt4);
   CHECK(pieces_of(gpt2p, "ab\xff\xfe cd") == std::vector<std::string>{"ab", "\xff\xfe", " cd"});
   CHECK(pieces_of(gpt2p, "\xc3(x") == std::vector<std::string>{"\xc3", "(", "x"});

@@ -12,6 +12,8 @@
 namespace lathe::train {
 
 void validate(const TrainOptions& o) {
+  LATHE_CHECK(!o.config.empty() || !o.init_from.empty(), "--config must name a preset or a JSON file, got an empty "
+              "string (it may be left out only with --init-from, whose model it then is)");
   LATHE_CHECK(o.steps > 0, "--steps must be positive, got ", o.steps);
   LATHE_CHECK(o.batch >= 0, "--batch must be positive, got ", o.batch);
   LATHE_CHECK(std::isfinite(o.lr) && o.lr > 0, "--lr must be positive, got ", o.lr);
@@ -51,6 +53,8 @@ void validate(const TrainOptions& o) {
               "at once, so its state cannot be sharded; use adamw, adam or sgd, or --zero 0");
   if (!o.freeze.empty()) freeze_pattern(o.freeze);
   LATHE_CHECK(o.grad_slices >= 0, "--grad-slices must be >= 0 (0: one slice per process), got ", o.grad_slices);
+  LATHE_CHECK(std::isfinite(o.dist_timeout) && o.dist_timeout > 0,
+              "--dist-timeout must be a positive number of seconds, got ", o.dist_timeout);
 }
 
 std::regex freeze_pattern(const std::string& pattern) {
@@ -107,6 +111,8 @@ void for_each_option(TrainOptions& o, F&& f) {
   f("zero", o.zero);
   f("freeze", o.freeze);
   f("grad_slices", o.grad_slices);
+  f("dist_timeout", o.dist_timeout);
+  f("init_from", o.init_from);
 }
 
 nlohmann::json to_json(const TrainOptions& o) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <regex>
 
 #include "core/autograd.h"
@@ -118,11 +119,16 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
     comm_ = own_comm_.get();
   }
   validate(options_);
+  comm_->set_timeout(options_.dist_timeout);  // before the run's first collective, the agreement on starting
+  std::optional<InitialWeights> init;  // --init-from's model, until its weights are copied
   if (resume) {
     // The model is the checkpoint's, whatever --config names today (a JSON file may have changed).
     state_.model_choice.name = program->model_name;
     state_.model_choice.config = nn::GPTConfig::from_json(resume->model_description());
     state_.model_choice.default_batch = program->batch;
+  } else if (!options_.init_from.empty()) {
+    init.emplace(load_initial_weights(options_));
+    state_.model_choice = init->model_choice;
   } else {
     state_.model_choice = resolve_model_config(options_.config);
   }
@@ -138,8 +144,8 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
     // Most presets are sized for bytes: a fresh run's vocabulary grows to the tokenizer's ids. A
     // larger one is kept (the gpt2 preset pads GPT-2's 50,257 to 50,304 for faster matrix
     // products; ids past the tokenizer's are never drawn). A resumed run keeps its checkpoint's,
-    // which must still hold every id of the data.
-    if (!resume) cfg.vocab_size = std::max(cfg.vocab_size, int64_t(tokens->tokenizer().vocab_size()));
+    // which must still hold every id of the data, and so does a run from --init-from's weights.
+    if (!resume && !init) cfg.vocab_size = std::max(cfg.vocab_size, int64_t(tokens->tokenizer().vocab_size()));
     token_data_ = tokens.get();
     data_ = std::move(tokens);
   } else {
@@ -147,7 +153,14 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
   }
   // Refused before anything is allocated: an absurd size would otherwise fail deep inside an
   // allocation, or overflow. A GPU's memory is not the host's, so there only overflow is checked.
-  const std::string config_what = resume ? resume->path() + ": model config" : "--config " + options_.config;
+  const std::string config_what = resume ? resume->path() + ": model config"
+                                 : init ? "--init-from " + options_.init_from
+                                        : "--config " + options_.config;
+  if (init) {
+    const auto recorded = init->loaded.metadata.find("tokenizer");
+    check_init_tokenizer(recorded == init->loaded.metadata.end() ? "" : recorded->second,
+                         token_data_ ? &token_data_->tokenizer() : nullptr, options_.init_from, options_.data);
+  }
   if (device_.type == DeviceType::cuda) checked_param_count(cfg, config_what);
   else check_model_fits_memory(cfg, config_what);
   const int64_t ids = token_data_ ? int64_t(token_data_->tokenizer().vocab_size()) : data::ByteTokenizer::kVocabSize;
@@ -169,6 +182,10 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
   if (world > 1 && device_.type == DeviceType::cuda && options_.device == "cuda") device_ = Device::cuda(dist::local_rank());
 
   state_.model = std::make_unique<nn::GPT>(cfg, derive_seed(options_.seed, kWeights), device_);
+  if (init) {
+    state_.model->load_state_dict(init->loaded.model->state_dict());
+    init.reset();  // the host copy is not needed any more
+  }
   state_.model->train(true);
   const nn::Precision precision = nn::parse_precision(options_.precision, "--precision");
   state_.model->set_precision(precision);  // an error here names a kernel without a 16-bit path
@@ -247,12 +264,21 @@ void Trainer::restore(const serialize::TrainingCheckpoint& ckpt, const ProgramSt
   resumed_ = true;
 }
 
+nlohmann::json Trainer::applied_options() const {
+  nlohmann::json j = to_json(options_);
+  j["batch"] = batch_;
+  j["min_lr"] = options_.effective_min_lr();
+  j["grad_slices"] = slices_per_rank_ * comm_->size();
+  return j;
+}
+
 data::Batch Trainer::local_slice(const data::Batch& b) const {
   return {batch_slice(b.x, comm_->rank(), comm_->size()), batch_slice(b.y, comm_->rank(), comm_->size())};
 }
 
 StepResult Trainer::train_step() {
   const auto t0 = Clock::now();
+  comm_->set_activity("step " + std::to_string(state_.step + 1));
   StepResult r;
   // The global batch is drawn as in one process (so the data does not depend on the world size);
   // this rank trains its slice.
@@ -293,6 +319,7 @@ StepResult Trainer::train_step() {
 }
 
 double Trainer::evaluate(data::Split split) {
+  comm_->set_activity("the evaluation at step " + std::to_string(state_.step));
   NoGradGuard no_grad;
   nn::GPT& model = *state_.model;
   const bool was_training = model.is_training();
@@ -338,10 +365,12 @@ void Trainer::save_weights(const std::string& path) const {
   meta["preset"] = state_.model_choice.name;
   if (last_val_loss_ >= 0) meta["val_loss"] = std::to_string(last_val_loss_);
   if (token_data_) meta["tokenizer"] = token_data_->tokenizer().identity().to_json().dump();
+  if (!options_.init_from.empty()) meta["init_from"] = options_.init_from;
   train::save_weights(path, *state_.model, meta);
 }
 
 void Trainer::save_checkpoint(const std::string& path) const {
+  comm_->set_activity("the checkpoint at step " + std::to_string(state_.step));
   if (dp_) {
     // Every rank: the replicas must agree before rank 0 writes for all of them, and ZeRO-1's
     // shards come to rank 0, which writes one file as a single process would (docs/design.md).
