@@ -126,8 +126,8 @@ void Muon::update() {
     for (size_t j = 0; j < g.params.size(); ++j) {
       Tensor p = g.params[j];
       const int64_t i = g.indices[j];
+      if (!participates(p)) continue;  // before of(i), which creates the buffer
       Tensor& buf = momentum_buffer_.of(i);
-      if (!participates(p)) continue;
       const Tensor grad = p.grad().to(buf.dtype());
       buf.copy_(lerp(buf, grad, 1 - o.momentum));
       const Tensor ortho = muon_orthogonalize(o.nesterov ? lerp(grad, buf, o.momentum) : buf, o);
