@@ -236,7 +236,7 @@ TEST_CASE("muon composite: parts numbered in order, stepped together, the same b
   check_error([&] { composite->add_param_group({param_like({2, 2}, 9)}); }, {"muon+adamw", "no new groups"});
 }
 
-TEST_CASE("muon composite: saved state loads into a new one and continues bitwise; bad loads change nothing") {
+TEST_CASE("muon composite: saved state loads into a new one and continues bitwise, and bad loads change nothing") {
   std::vector<Tensor> ps = four_params();
   auto run = muon_adamw(ps);
   for (uint64_t t = 0; t < 3; ++t) {
@@ -303,7 +303,7 @@ TEST_CASE("muon composite: refuses parts that overlap, hold nothing or disagree 
               {"part 1 (adamw) has taken 1 steps", "part 0 (muon) 0"});
 }
 
-TEST_CASE("muon composite: sharding gives each part its share of the range; Prodigy's refusal holds") {
+TEST_CASE("muon composite: sharding gives each part its share of the range, and Prodigy's refusal holds") {
   std::vector<Tensor> ps = four_params();
   auto opt = muon_adamw(ps);
   set_grads(ps, 0);
