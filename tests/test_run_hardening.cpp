@@ -20,6 +20,7 @@
 
 #include "core/error.h"
 #include "serialize/checksum.h"
+#include "serialize/directory_lock.h"
 #include "serialize/safetensors.h"
 #include "tests/temp_dir.h"
 #include "tests/test_helpers.h"
@@ -178,7 +179,7 @@ TEST_CASE("run hardening: a second run on the same directory is refused at once,
   TrainOptions o = small_run(d);
   fs::create_directories(o.out);
   {
-    RunLock held(o.out);  // as a first `lathe train` holds it
+    serialize::DirectoryLock held(o.out, "lathe train", "run directory");  // as a first `lathe train` holds it
     const std::string err = error_of([&] { Trainer(o).run(nullptr); });
     CHECK(contains(err, "process " + std::to_string(::getpid())));
     CHECK(contains(err, o.out));

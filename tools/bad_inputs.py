@@ -5,11 +5,13 @@ Each case is one command line over inputs generated into a temporary directory: 
 non-regular files (empty, truncated, garbage, huge header, FIFO, directory, symlink loop,
 /dev/null, missing), numeric flags set to negative, zero, huge and non-numeric values for every
 subcommand, unknown flags and devices, model configs and reference cases that are wrong in every
-way the format allows. A run passes when it
+way the format allows, tokenizers and token shard directories that are wrong in every way found
+so far. A run passes when it
 
   - exits 1 or 2 with exactly one line on stderr, starting "lathe: " (and, for the cases that say
     what it must name, naming it), and
-  - is neither killed by a signal (a crash) nor still running after the timeout (a hang).
+  - is neither killed by a signal (a crash) nor still running after the timeout (a hang), nor
+    past the address space a case allows.
 
 `lathe ref --check` on results that differ is a verdict, not an error: exit 1, its report on
 stdout, nothing on stderr; its cases require the report to say what differs.
@@ -26,8 +28,10 @@ driver, which says when one starts to pass.
 
 import argparse
 import concurrent.futures
+import fcntl
 import json
 import os
+import resource
 import shutil
 import struct
 import subprocess
@@ -72,6 +76,8 @@ EXPECTED_OK = {
     # The undamaged files of the convert section: every command takes them.
     "convert.hf.good", "sample.hf.good", "train.init-from.hf.good",
     "convert.llmc.good", "sample.llmc.good", "train.init-from.llmc.good",
+    # 50 MB of spaces encode in memory proportionate to the input.
+    "tokenizer.encode.spaces_50mb",
 }
 
 
@@ -125,6 +131,7 @@ class Inputs:
         self.checkpoint = os.path.join(self.base_run, ckpts[-1])
         self.bad = self.bad_files()
         self.tokenizer_inputs()
+        self.shard_directory_inputs()
 
     def path(self, name):
         return os.path.join(self.root, name)
@@ -313,6 +320,102 @@ def _tokenizer_inputs(self):
 Inputs.tokenizer_inputs = _tokenizer_inputs
 
 
+def tokenizer_json(merges):
+    """A file of `lathe tokenizer train`'s format with these merges."""
+    n = 256 + len(merges)
+    return json.dumps({"format": "lathe-bpe-tokenizer", "version": 1, "pattern": "gpt2", "vocab_size": n,
+                       "end_of_text": n, "merges": merges}).encode()
+
+
+def _shard_directory_inputs(self):
+    """Tokenizers whose tokens would not fit in memory or repeat a merge, shard directories that
+    disagree with their manifest (as a killed or concurrent rewrite, or a hand edit, leaves them),
+    outputs that overlap their input or cannot be written, and 50 MB of spaces."""
+    lathe = self.lathe
+    # [97, 97], then 40 merges each of the previous token with itself: tokens of 2^42 bytes from 600
+    # bytes of file; and 60,000 merges that each grow a token by one byte (1.8 GB in all).
+    self.tok_doubling = self.write("tok/doubling.json", tokenizer_json([[97, 97]] + [[256 + k, 256 + k] for k in range(40)]))
+    self.tok_growing = self.write("tok/growing.json", tokenizer_json([[97, 97]] + [[256 + k, 97] for k in range(59999)]))
+    self.tok_repeated_pair = self.write("tok/repeated_pair.json", tokenizer_json([[97, 98], [99, 100], [97, 98]]))
+    self.tok_same_bytes = self.write("tok/same_bytes.json", tokenizer_json([[97, 98], [256, 99], [98, 99], [97, 258]]))
+    _, encoder = small_gpt2_vocab()
+    self.gpt2_repeated = self.write("tok/gpt2_repeated/vocab.bpe", b"#version: 0.2\nt h\nt h\n")
+    self.write_json("tok/gpt2_repeated/encoder.json", encoder)
+    self.gpt2_later = self.write("tok/gpt2_later/vocab.bpe", b"#version: 0.2\nth e\nt h\n")
+    self.write_json("tok/gpt2_later/encoder.json", encoder)
+
+    # Directories of shards that a reader must refuse: copies of self.shards (one shard of the
+    # trained tokenizer) with their manifest edited, and the shards of `bytes` under that manifest.
+    self.disagreeing_shards = {}
+    with open(os.path.join(self.shards, "tokenizer.json")) as f:
+        manifest = json.load(f)
+    edits = {
+        "manifest_tokens_5": {"tokens": 5},
+        "manifest_tokens_negative": {"tokens": -1},
+        "manifest_vocab_size": {"vocab_size": manifest["vocab_size"] + 1},
+        "manifest_end_of_text": {"end_of_text": manifest["end_of_text"] - 1},
+        "manifest_kind": {"tokenizer": {**manifest["tokenizer"], "kind": "gpt2"}},
+        "manifest_older_lathe": {"version": None, "state": None, "files": None},
+        "manifest_writing": {"state": "writing", "writer": "lathe tokenize (process 4242)"},
+    }
+    for label, change in edits.items():
+        d = self.path(f"tok/shards_{label}")
+        shutil.copytree(self.shards, d)
+        edited = {k: v for k, v in {**manifest, **change}.items() if v is not None}
+        self.write_json(f"tok/shards_{label}/tokenizer.json", edited)
+        self.disagreeing_shards[label] = d
+    bytes_shards = self.path("tok/bytes_shards")
+    subprocess.run([lathe, "tokenize", "--tokenizer", "bytes", "--data", self.corpus, "--out", bytes_shards],
+                   check=True, stdout=subprocess.DEVNULL, timeout=60)
+    # A killed re-tokenize of old (before the manifest went first): byte shards under the manifest
+    # of the trained tokenizer.
+    mixed = self.path("tok/shards_mixed")
+    shutil.copytree(self.shards, mixed)
+    shutil.copy(os.path.join(bytes_shards, "shard_000000.bin"), os.path.join(mixed, "shard_000000.bin"))
+    self.disagreeing_shards["mixed_tokenizers"] = mixed
+    # A shard past a gap that an older re-run left, and one of a concurrent run.
+    stale = self.path("tok/shards_stale")
+    shutil.copytree(self.shards, stale)
+    shutil.copy(os.path.join(self.shards, "shard_000000.bin"), os.path.join(stale, "shard_000007.bin"))
+    self.disagreeing_shards["stale_past_gap"] = stale
+
+    # Outputs: a corpus directory, a shard directory another process holds, one whose
+    # tokenizer.json is another program's.
+    self.corpus_dir = self.path("tok/corpus_dir")
+    self.write("tok/corpus_dir/a.txt", b"a document of the corpus\n")
+    self.locked_out = self.path("tok/locked_out")
+    os.makedirs(self.locked_out)
+    self.held_lock = open(os.path.join(self.locked_out, ".lock"), "w")
+    fcntl.flock(self.held_lock, fcntl.LOCK_EX)  # held by this driver for as long as it runs
+    self.held_lock.write(f"{os.getpid()} lathe tokenize\n")
+    self.held_lock.flush()
+    self.foreign_out = self.path("tok/foreign_out")
+    self.write("tok/foreign_out/tokenizer.json", b'{"version": "1.0", "model": {"type": "BPE"}}')
+
+    # A corpus with a subdirectory that cannot be read; root reads everything, so then the case
+    # runs as nobody (setpriv), in a tree everyone may traverse.
+    self.unreadable_corpus = self.path("tok/unreadable")
+    self.write("tok/unreadable/a.txt", b"readable\n")
+    self.write("tok/unreadable/locked/b.txt", b"locked away\n")
+    os.chmod(os.path.join(self.unreadable_corpus, "locked"), 0)
+    self.as_nobody = []
+    if os.geteuid() == 0 and shutil.which("setpriv"):
+        os.chmod(self.root, 0o755)
+        os.chmod(os.path.dirname(self.unreadable_corpus), 0o755)
+        self.as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    self.can_test_unreadable = os.geteuid() != 0 or bool(self.as_nobody)
+
+    # 50 MB of spaces, and a 512-token vocabulary trained on runs of spaces (tokens of 2, 4, 8, ...).
+    runs = self.write("tok/space_runs.txt", b"".join(b" " * n + b"x" for n in range(1, 2000, 3)))
+    self.tok_spaces = self.path("tok/spaces512.json")
+    subprocess.run([lathe, "tokenizer", "train", "--data", runs, "--vocab-size", "512", "--out", self.tok_spaces],
+                   check=True, stdout=subprocess.DEVNULL, timeout=60)
+    self.spaces_50mb = self.write("tok/spaces_50mb.txt", b" " * (50 << 20))
+
+
+Inputs.shard_directory_inputs = _shard_directory_inputs
+
+
 # ---------------------------------------------------------------------------------------------
 # Cases
 
@@ -320,10 +423,12 @@ Inputs.tokenizer_inputs = _tokenizer_inputs
 class Case:
     """One command line. `says`: text the message must hold (it names the fault). `verdict`: the
     run is `lathe ref --check` judging results, not an error: exit 1, nothing on stderr, and `says`
-    in its report on stdout."""
+    in its report on stdout. `prefix`: what runs lathe (setpriv, to run as nobody); `memory_mb`:
+    the address space it may take, so that a blow-up fails fast instead of swapping."""
 
-    def __init__(self, name, args, says=None, verdict=False):
+    def __init__(self, name, args, says=None, verdict=False, prefix=None, memory_mb=None):
         self.name, self.args, self.says, self.verdict = name, args, says, verdict
+        self.prefix, self.memory_mb = prefix or [], memory_mb
 
 
 def numeric_values(kind):
@@ -1116,9 +1221,82 @@ def convert_cases(inp):
     return cases
 
 
+# ---------------------------------------------------------------------------------------------
+# Token shard directories and tokenizer files (issue 32's data half)
+
+
+def shard_directory_cases(inp):
+    """The faults of issue 32's data half: tokenizers past the memory bound or with repeated
+    merges, shard directories that disagree with their manifest, `lathe tokenize` writing where it
+    must not, and messages that name what is wrong."""
+    cases = []
+    encode = lambda tok, path=inp.corpus: ["tokenizer", "encode", "--tokenizer", tok, path]
+    for label, tok, expect in [
+        ("doubling", inp.tok_doubling, "merge 24 (279, 279) makes a token of 33554432 bytes"),
+        ("growing", inp.tok_growing, "makes a token of"),
+        ("repeated_pair", inp.tok_repeated_pair, "merge 2 repeats the pair (97, 98) of merge 0"),
+        ("same_bytes", inp.tok_same_bytes, "makes the same bytes as merge 1"),
+        ("gpt2_repeated", inp.gpt2_repeated, "which merge 0 already makes"),
+        ("gpt2_later", inp.gpt2_later, "which neither a byte nor an earlier merge makes"),
+    ]:
+        cases.append(Case(f"tokenizer.encode.tokenizer.{label}", encode(tok), says=expect, memory_mb=4096))
+        cases.append(Case(f"tokenize.tokenizer.{label}", ["tokenize", "--tokenizer", tok, "--data", inp.corpus,
+                                                          "--out", inp.path("out/shards_" + label)],
+                          says=expect, memory_mb=4096))
+    # Encoding memory follows the input: 50 MB of spaces in about 650 MB (2.1 GB and over 20 s before).
+    cases.append(Case("tokenizer.encode.spaces_50mb", encode(inp.tok_spaces, inp.spaces_50mb), memory_mb=1536))
+
+    train = lambda d, name: ["train", "--data", d, "--config", inp.tiny, "--steps", "1", "--eval-iters", "1",
+                             "--sample-tokens", "0", "--quiet", "--out", inp.path("runs/shards_" + name)]
+    expects = {
+        "manifest_tokens_5": "\"tokens\" says 5",
+        "manifest_tokens_negative": "\"tokens\" is -1, not a count",
+        "manifest_vocab_size": "vocab_size",
+        "manifest_end_of_text": "end_of_text",
+        "manifest_kind": "is recorded as gpt2",
+        "manifest_older_lathe": "written by an older lathe",
+        "manifest_writing": "has not finished",
+        "mixed_tokenizers": "the header says",
+        "stale_past_gap": "shard_000007.bin is not one of the 1 shards",
+    }
+    for label, expect in expects.items():
+        cases.append(Case(f"train.shards.{label}", train(inp.disagreeing_shards[label], label), says=expect))
+
+    tokenize = lambda data, out: ["tokenize", "--tokenizer", "bytes", "--data", data, "--out", out]
+    cases += [
+        Case("tokenize.out.same_as_data", tokenize(inp.corpus_dir, inp.corpus_dir), says="are the same directory"),
+        Case("tokenize.out.inside_data", tokenize(inp.corpus_dir, inp.corpus_dir + "/shards"), says="lies inside --data"),
+        Case("tokenize.data.inside_out", tokenize(inp.corpus_dir + "/a.txt", inp.corpus_dir), says="lies inside --out"),
+        Case("tokenize.out.locked", tokenize(inp.corpus, inp.locked_out),
+             says=f"another lathe tokenize (process {os.getpid()})"),
+        Case("tokenize.out.foreign_manifest", tokenize(inp.corpus, inp.foreign_out), says="is not the manifest"),
+        Case("tokenizer.train.out.empty", ["tokenizer", "train", "--data", inp.corpus, "--vocab-size", "300", "--out", ""],
+             says="--out must name"),
+    ]
+    # An --out no one may write: every command that writes one names the path and the system error.
+    if os.path.isdir("/sys/kernel") and not os.access("/sys/kernel", os.W_OK):
+        for where, path in {"existing": "/sys/kernel", "new": "/sys/kernel/lathe_out"}.items():
+            cases.append(Case(f"tokenize.out.unwritable_{where}", tokenize(inp.corpus, path), says=path))
+            cases.append(Case(f"train.out.unwritable_{where}", ["train", "--data", inp.corpus, "--config", inp.tiny,
+                                                                  "--steps", "1", "--quiet", "--out", path], says=path))
+        cases.append(Case("tokenizer.train.out.unwritable", ["tokenizer", "train", "--data", inp.corpus, "--vocab-size",
+                                                             "300", "--out", "/sys/kernel/tok.json"],
+                          says="/sys/kernel/tok.json"))
+    if inp.can_test_unreadable:
+        locked = os.path.join(inp.unreadable_corpus, "locked")
+        cases.append(Case("tokenizer.train.data.unreadable_subdir",
+                          ["tokenizer", "train", "--data", inp.unreadable_corpus, "--vocab-size", "300", "--out",
+                           inp.path("out/unreadable.json")], says=f"cannot read the directory {locked}",
+                          prefix=inp.as_nobody))
+        cases.append(Case("tokenize.data.unreadable_subdir", tokenize(inp.unreadable_corpus, inp.path("out/unreadable")),
+                          says=f"cannot read the directory {locked}", prefix=inp.as_nobody))
+    return cases
+
+
 def all_cases(inp):
     return (file_cases(inp) + flag_cases(inp) + usage_cases(inp) + config_cases(inp) + ref_cases(inp) +
-            op_cases(inp) + tokenizer_cases(inp) + named_fault_cases(inp) + convert_cases(inp) + muon_cases(inp))
+            op_cases(inp) + tokenizer_cases(inp) + shard_directory_cases(inp) + named_fault_cases(inp) +
+            convert_cases(inp) + muon_cases(inp))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1131,10 +1309,13 @@ def judge(case, lathe, cwd, timeout):
     # A pending case known to hang (a model of a billion layers being built) must not hold the
     # driver, nor grow for long.
     timeout = min(timeout, 10.0) if case.name in PENDING else timeout
+    limit = None
+    if case.memory_mb:
+        limit = lambda: resource.setrlimit(resource.RLIMIT_AS, (case.memory_mb << 20, case.memory_mb << 20))
     try:
-        p = subprocess.run([lathe] + case.args, cwd=cwd, stdin=subprocess.DEVNULL,
+        p = subprocess.run(case.prefix + [lathe] + case.args, cwd=cwd, stdin=subprocess.DEVNULL,
                            stdout=subprocess.PIPE if case.verdict else subprocess.DEVNULL,
-                           stderr=subprocess.PIPE, timeout=timeout)
+                           stderr=subprocess.PIPE, timeout=timeout, preexec_fn=limit)
     except subprocess.TimeoutExpired:
         return "hang", f"still running after {timeout} s"
     seconds = time.monotonic() - start
@@ -1194,6 +1375,7 @@ def main():
             timed_results = list(pool.map(timed, cases))
         results = [(case, verdict) for case, verdict, _ in timed_results]
     finally:
+        subprocess.run(["chmod", "-R", "u+rwx", root], stderr=subprocess.DEVNULL)  # the unreadable directory
         shutil.rmtree(root, ignore_errors=True)
     failures, pending_open, pending_fixed = [], [], []
     for case, (verdict, detail) in results:

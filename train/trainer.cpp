@@ -15,6 +15,7 @@
 #include "data/byte_tokenizer.h"
 #include "nn/sampling.h"
 #include "serialize/atomic_file.h"
+#include "serialize/directory_lock.h"
 #include "train/dist/agreement.h"
 #include "train/loss_plot.h"
 #include "train/metrics_log.h"
@@ -439,7 +440,7 @@ TrainSummary Trainer::run(std::FILE* log) {
     std::fflush(log);
   };
   const std::string dir = std::filesystem::path(o.out).string();
-  std::optional<RunLock> lock;  // held until run() returns: no second run writes this directory
+  std::optional<serialize::DirectoryLock> lock;  // held until run() returns: no second run writes this directory
   LossCurves curves;
   int64_t skipped_steps = 0;  // fp16: updates the scaler skipped, over the whole run
   // The directory's checks are rank 0's, and every rank stops with its error (printed once).
@@ -448,7 +449,7 @@ TrainSummary Trainer::run(std::FILE* log) {
     std::error_code ec;
     std::filesystem::create_directories(o.out, ec);
     LATHE_CHECK(!ec, "--out ", o.out, ": cannot create the directory: ", ec.message());
-    lock.emplace(dir);
+    lock.emplace(dir, "lathe train", "run directory");
     if (resumed_) {
       // The metrics first: a bad line fails the resume before any checkpoint is moved.
       skipped_steps = restore_metrics(dir + "/metrics.jsonl", state_.step, curves);
