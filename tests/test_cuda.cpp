@@ -8,6 +8,7 @@
 // emulator (cuda/emulator/README.md) runs every case on the CPU as "emu:cuda: ...".
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
@@ -18,6 +19,7 @@
 #include "core/autograd.h"
 #include "core/backend.h"
 #include "core/ops.h"
+#include "nn/gpt.h"
 #include "tests/gpu_cases.h"
 
 using namespace lathe;
@@ -426,6 +428,182 @@ TEST_CASE("cuda: softmax and log_softmax, forward and backward") {
         }
       }
     }
+  }
+}
+
+// ---- causal attention (cuda/attention.cu) against the CPU's fused kernel in f64
+
+namespace {
+
+// q [B, H, Tq, hs] against k, v [B, H, Tk, hs] (Tk > Tq: queries after a KV cache's keys). With
+// `qkv`, q, k and v are head views of one [B, T, 3C] projection, as the model makes them.
+struct AttnCase {
+  int64_t B, H, Tq, Tk, hs;
+  bool qkv = false;
+};
+
+std::string attn_str(const AttnCase& c) {
+  return "B " + std::to_string(c.B) + " H " + std::to_string(c.H) + " Tq " + std::to_string(c.Tq) + " Tk " +
+         std::to_string(c.Tk) + " hs " + std::to_string(c.hs) + (c.qkv ? " (qkv views)" : "");
+}
+
+// The case's leaves (one [B, T, 3C] projection, or q, k and v) and q, k, v made from them.
+struct AttnInputs {
+  std::vector<Tensor> leaves;
+  Tensor q, k, v;
+};
+
+AttnInputs attn_inputs(const AttnCase& c, const std::vector<Tensor>& values, Device device, DType dtype) {
+  AttnInputs in;
+  for (const Tensor& x : values) in.leaves.push_back(x.to(dtype).to(device).requires_grad_(true));
+  if (c.qkv) {
+    const int64_t C = c.H * c.hs;
+    auto head = [&](int64_t i) {
+      return in.leaves[0].narrow(2, i * C, C).view({c.B, c.Tq, c.H, c.hs}).transpose(1, 2);
+    };
+    in.q = head(0), in.k = head(1), in.v = head(2);
+  } else {
+    in.q = in.leaves[0], in.k = in.leaves[1], in.v = in.leaves[2];
+  }
+  return in;
+}
+
+// The forward output and the leaves' gradients of sum(out * gout).
+std::vector<Tensor> attn_run(const AttnCase& c, const std::vector<Tensor>& values, const Tensor& gout, Device device,
+                             DType dtype) {
+  AttnInputs in = attn_inputs(c, values, device, dtype);
+  const Tensor out = causal_attention(in.q, in.k, in.v, 1.0 / std::sqrt(double(c.hs)));
+  sum(mul(out, gout.to(dtype).to(device))).backward();
+  std::vector<Tensor> r{out};
+  for (const Tensor& l : in.leaves) r.push_back(l.grad());
+  return r;
+}
+
+// Within `nmse_tol` in normalised squared error and, element by element, within `elem_tol` of the
+// reference's largest magnitude (a single wrong element shows there when the sum hides it). The
+// inputs are N(0, 1), so every result's scale is at least 0.1 but where it is zero by
+// cancellation (q's and k's gradients when a query sees one key: its softmax is 1 whatever the
+// scores); the scale is floored there, so that rounding error is not measured against zero.
+void check_attn(const Tensor& got, const Tensor& want, double nmse_tol, double elem_tol, const char* what) {
+  INFO(what);
+  REQUIRE(got.shape() == want.shape());
+  const auto g = host_values(got), w = host_values(want);
+  constexpr double kFloor = 0.1;
+  double largest = kFloor, worst = 0, err2 = 0, want2 = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    largest = std::max(largest, std::abs(w[i]));
+    worst = std::max(worst, std::isnan(g[i]) ? INFINITY : std::abs(g[i] - w[i]));
+    err2 += (g[i] - w[i]) * (g[i] - w[i]);
+    want2 += w[i] * w[i];
+  }
+  const double e = err2 / std::max(want2, double(w.size()) * kFloor * kFloor);
+  CHECK_MESSAGE(e <= nmse_tol, "nmse ", e);
+  CHECK_MESSAGE(worst <= elem_tol * largest, "largest error ", worst, " against ", largest);
+}
+
+}  // namespace
+
+TEST_CASE("cuda: causal attention forward and backward against the f64 CPU reference") {
+  GPU_CASE();
+  // Decode (at most 16 queries) and flash shapes: one query, a few, tiles of 64 with a ragged end
+  // (70, 2 tiles + 1 = 129), every head size of the kernels (32, 64, 128) and some padded ones
+  // (24, 40; 20, which 16-bit rows do not fill in whole 16-byte vectors), batches and heads, the
+  // model's strided views of one projection, and queries after a KV cache's keys.
+  const std::vector<AttnCase> cases = {
+      {1, 1, 1, 1, 64},     {2, 3, 7, 7, 32},     {1, 1, 1, 77, 64},  {2, 2, 3, 40, 20},
+      {1, 2, 70, 70, 64},   {2, 1, 129, 129, 32}, {1, 1, 80, 80, 128}, {1, 2, 33, 33, 24},
+      {2, 2, 40, 40, 40, true}, {1, 2, 20, 90, 64}, {1, 1, 17, 17, 64, true},
+  };
+  // Tolerances. f32: the CPU sums in another order and its exp is not exp2f's (a few ulp per
+  // term). 16-bit: P and dS round to the input type as tensor-core operands (a relative 2^-9 for
+  // bf16, 2^-12 for f16, per term of their products), and each result rounds once more, so
+  // single elements stay within a few of those steps of the largest value and the normalised
+  // squared error around their square.
+  for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+    const double nmse_tol = t == DType::f32 ? 1e-10 : t == DType::bf16 ? 3e-5 : 1e-6;
+    const double elem_tol = t == DType::f32 ? 1e-5 : t == DType::bf16 ? 1.0 / 64 : 1.0 / 512;
+    for (const AttnCase& c : cases) {
+      INFO(std::string(dtype_name(t)), " ", attn_str(c));
+      const uint64_t seed = uint64_t(c.B * 1000 + c.Tq * 10 + c.hs);
+      std::vector<Tensor> values;
+      if (c.qkv) values.push_back(random_tensor({c.B, c.Tq, 3 * c.H * c.hs}, seed, t));
+      else
+        for (int64_t i = 0; i < 3; ++i)
+          values.push_back(random_tensor({c.B, c.H, i ? c.Tk : c.Tq, c.hs}, seed + uint64_t(i), t));
+      const Tensor gout = random_tensor({c.B, c.H, c.Tq, c.hs}, seed + 7, t);
+      const std::vector<Tensor> got = attn_run(c, values, gout, kGpu, t);
+      const std::vector<Tensor> want = attn_run(c, values, gout, kCpu, DType::f64);
+      CHECK(got[0].dtype() == t);
+      check_attn(got[0], want[0], nmse_tol, elem_tol, "out");
+      for (size_t i = 1; i < got.size(); ++i) {
+        CHECK(got[i].dtype() == t);
+        const char* what = c.qkv ? "grad qkv" : i == 1 ? "grad q" : i == 2 ? "grad k" : "grad v";
+        check_attn(got[i], want[i], nmse_tol, elem_tol, what);
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda: causal attention keeps no [B, H, T, T] tensor, forward or backward") {
+  GPU_CASE();
+  // One head of T = 512 in bf16: its scores would take 512 KiB (1 MiB in f32, as softmax takes
+  // them). The fused op's forward and backward allocate q-sized tensors (out, gout, the three
+  // gradients, 32 KiB each), lse and rowsums (2 KiB each): all of them stay under one score matrix.
+  constexpr int64_t T = 512, hs = 32;
+  const size_t scores_bytes = size_t(T * T) * 2;
+  std::vector<Tensor> x;
+  for (uint64_t i = 0; i < 3; ++i) x.push_back(random_tensor({1, 1, T, hs}, 70 + i, DType::bf16).to(kGpu));
+  const Tensor gout = random_tensor({1, 1, T, hs}, 73, DType::bf16).to(kGpu);
+  for (Tensor& t : x) t.requires_grad_(true);
+  backend_for(kGpu).synchronize(0);
+  const size_t before = memory_stats(kGpu).allocated;
+  reset_peak_memory(kGpu);
+  {
+    const Tensor out = causal_attention(x[0], x[1], x[2], 0.125);
+    out.backward(gout);
+    backend_for(kGpu).synchronize(0);
+  }
+  const size_t peak = memory_stats(kGpu).peak_allocated - before;
+  CHECK_MESSAGE(peak < scores_bytes, "peak ", peak, " bytes over the inputs, against ", scores_bytes, " of scores");
+}
+
+TEST_CASE("cuda: greedy generation with the KV cache on cuda gives the tokens of the CPU and of no cache") {
+  GPU_CASE();
+  // Head size 32: the prompt's queries and each new one run the decode kernel after the cached
+  // keys (nn/attention.cpp), the uncached path the same kernel over the whole window. 12 new
+  // tokens overflow block_size 16, so the cache also starts over from a cropped window.
+  nn::GPTConfig c;
+  c.vocab_size = 29, c.block_size = 16, c.n_layer = 2, c.n_head = 2, c.n_embd = 64;
+  nn::GPT cpu_model(c, 5), gpu_model(c, 5);
+  gpu_model.to(kGpu);
+  const Tensor prompt = Tensor::from_vector(std::vector<int64_t>{3, 1, 4, 1, 5, 9, 2, 6}, {2, 4});
+  const std::vector<int64_t> want = cpu_model.generate(prompt, 12, 0.0).to_vector<int64_t>();
+  CHECK(gpu_model.generate(prompt.to(kGpu), 12, 0.0).to(kCpu).to_vector<int64_t>() == want);
+  CHECK(gpu_model.generate_nocache(prompt.to(kGpu), 12, 0.0).to(kCpu).to_vector<int64_t>() == want);
+}
+
+TEST_CASE("cuda: causal attention is deterministic, and the model's fused op takes one qkv projection") {
+  GPU_CASE();
+  for (DType t : {DType::f32, DType::bf16}) {
+    INFO(std::string(dtype_name(t)));
+    const Tensor qkv = random_tensor({2, 70, 3 * 2 * 32}, 90, t);
+    const Tensor w = random_tensor({2, 70, 64}, 91, t).to(kGpu);
+    auto run = [&] {
+      Tensor x = qkv.to(kGpu).requires_grad_(true);
+      const Tensor y = causal_attention_qkv(x, 2, 0.25);
+      sum(mul(y, w)).backward();
+      return std::vector<Tensor>{y, x.grad()};
+    };
+    const std::vector<Tensor> a = run(), b = run();
+    CHECK(same_values(a[0], b[0]));
+    CHECK(same_values(a[1], b[1]));
+    // causal_attention_qkv is causal_attention on the head views, bit for bit.
+    Tensor x = qkv.to(kGpu).requires_grad_(true);
+    auto head = [&](int64_t i) { return x.narrow(2, i * 64, 64).view({2, 70, 2, 32}).transpose(1, 2); };
+    const Tensor y = causal_attention(head(0), head(1), head(2), 0.25).transpose(1, 2).reshape({2, 70, 64});
+    sum(mul(y, w)).backward();
+    CHECK(same_values(y, a[0]));
+    CHECK(same_values(x.grad(), a[1]));
   }
 }
 

@@ -14,6 +14,7 @@
 // with the case's relative tolerance and 1e-6 absolute.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <functional>
 #include <map>
 
@@ -53,6 +54,11 @@ Tensor adam_step(const std::vector<Tensor>& v, bool decoupled, double weight_dec
   a.decoupled_weight_decay = decoupled;
   adam_update(p, v[1].detach(), m, s, Tensor(), 3.0, a);
   return cat({p.reshape({-1}), m.reshape({-1}), s.reshape({-1})});
+}
+
+// softmax(q k^T / sqrt(head size) + causal mask) v of the inputs q, k, v.
+Tensor attention(const std::vector<Tensor>& v) {
+  return causal_attention(v[0], v[1], v[2], 1.0 / std::sqrt(double(v[0].size(3))));
 }
 
 // The cases, under the generator's names; v holds the inputs in the generator's order.
@@ -181,6 +187,14 @@ const std::vector<Case>& cases() {
       {"cross_entropy_3d", [](auto& v) { return cross_entropy(v[0], v[1].to(DType::i32)); }, kTranscend, false,
        kSums},
       {"cross_entropy_ignore2", [](auto& v) { return cross_entropy(v[0], v[1], 2); }, kTranscend, false, kSums},
+      // causal attention over a sweep of B, H, T and head sizes; the last two rows' queries come
+      // after a KV cache's keys
+      {"causal_attention_b1h1q1k1d8", attention, kTranscend, false, kSums},
+      {"causal_attention_b2h3q5k5d4", attention, kTranscend, false, kSums},
+      {"causal_attention_b1h2q70k70d8", attention, kTranscend, false, kSums},
+      {"causal_attention_b2h1q20k20d32", attention, kTranscend, false, kSums},
+      {"causal_attention_b1h2q3k9d8", attention, kTranscend, false, kSums},
+      {"causal_attention_b2h2q1k13d16", attention, kTranscend, false, kSums},
       // fused optimizer kernels (no gradient)
       {"adam_update", [](auto& v) { return adam_step(v, false, 0.01); }, kTranscend, false, kSums},
       {"adamw_update", [](auto& v) { return adam_step(v, true, 0.1); }, kTranscend, false, kSums},
