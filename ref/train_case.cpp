@@ -9,7 +9,9 @@
 // optimizer spec {"name": "sgd" | "adam" | "adamw" | "prodigy", "fused"?, <PyTorch option names>}
 // goes over the case's "param_groups" when it lists them; without them it is built as nanoGPT's
 // configure_optimizers builds AdamW (train/nanogpt_groups.h): parameters with 2 or more dims take
-// the given weight_decay, the others (biases, LayerNorm weights) weight_decay 0. The optimizer can
+// the given weight_decay, the others (biases, LayerNorm weights) weight_decay 0. "muon" is Muon
+// beside AdamW ({"name": "muon", <Muon's options>, "adamw": {<AdamW's>}}), split as lathe train
+// splits them (train/muon_groups.h) or by the "optimizer" of each param group. The optimizer can
 // start from given state (optimizer_state.* tensors, a resumed run) and return its state
 // ("return_state": true), so that a run can be cut in two cases. "precision": "bf16" | "fp16" runs
 // the model under the mixed-precision policy (nn/precision.h); fp16 with the dynamic loss scaler
@@ -28,6 +30,10 @@
 #include "ref/kinds.h"
 #include "ref/torch_options.h"
 #include "serialize/json_document.h"
+#include "optim/adam.h"
+#include "optim/composite.h"
+#include "optim/muon.h"
+#include "train/muon_groups.h"
 #include "train/nanogpt_groups.h"
 #include "train/optimizer_registry.h"
 #include "train/train_step.h"
@@ -38,9 +44,17 @@ namespace {
 
 constexpr const char* K = "case kind \"train\": ";
 
+// One group of the case's explicit "param_groups": its parameters (with their names) and its
+// option overrides.
+struct NamedGroup {
+  std::vector<Tensor> params;
+  std::vector<std::string> names;
+  nlohmann::json overrides;
+};
+
 // The case's explicit "param_groups": [{"params": [parameter names], <option overrides>}, ...],
 // each parameter of the model in exactly one group, in PyTorch's way of listing groups.
-void add_named_param_groups(optim::Optimizer& opt, const nn::Module& model, const nlohmann::json& groups) {
+std::vector<NamedGroup> named_param_groups(const nn::Module& model, const nlohmann::json& groups) {
   LATHE_CHECK(groups.is_array() && !groups.empty(), K,
               "\"param_groups\" must be a non-empty list of {\"params\": [parameter names], ...}");
   const auto named = model.named_parameters();
@@ -50,11 +64,12 @@ void add_named_param_groups(optim::Optimizer& opt, const nn::Module& model, cons
     group_of[name] = -1;
     all_names += (all_names.empty() ? "" : ", ") + name;
   }
+  std::vector<NamedGroup> out;
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const nlohmann::json& g = groups[gi];
     LATHE_CHECK(g.is_object() && g.contains("params") && g["params"].is_array() && !g["params"].empty(), K,
                 "param_groups[", gi, "] needs \"params\", a non-empty list of parameter names");
-    std::vector<Tensor> params;
+    NamedGroup ng;
     for (const auto& v : g["params"]) {
       LATHE_CHECK(v.is_string(), K, "param_groups[", gi, "] lists ", serialize::quote_json(v),
                   ", which is not a parameter name");
@@ -66,19 +81,68 @@ void add_named_param_groups(optim::Optimizer& opt, const nn::Module& model, cons
                   "] and again in param_groups[", gi, "]");
       it->second = int64_t(gi);
       for (const auto& [n, p] : named)
-        if (n == name) params.push_back(p);
+        if (n == name) ng.params.push_back(p);
+      ng.names.push_back(name);
     }
-    nlohmann::json overrides = g;
-    overrides.erase("params");
-    overrides = without_implementation_options(overrides, opt.fused(), K + ("param_groups[" + std::to_string(gi) + "]"));
-    try {
-      opt.add_param_group(params, overrides);
-    } catch (const Error& e) {
-      LATHE_FAIL(K, "param_groups[", gi, "]: ", e.what());
-    }
+    ng.overrides = g;
+    ng.overrides.erase("params");
+    out.push_back(std::move(ng));
   }
   for (const auto& [name, p] : named)
     LATHE_CHECK(group_of.at(name) >= 0, K, "parameter \"", name, "\" is in no group of \"param_groups\"");
+  return out;
+}
+
+// Adds param_groups[gi] to `opt`, its implementation options checked and set aside.
+void add_case_group(optim::Optimizer& opt, const NamedGroup& g, size_t gi) {
+  const std::string where = K + ("param_groups[" + std::to_string(gi) + "]");
+  const nlohmann::json overrides = without_implementation_options(g.overrides, opt.fused(), where);
+  try {
+    opt.add_param_group(g.params, overrides, g.names);
+  } catch (const Error& e) {
+    LATHE_FAIL(where, ": ", e.what());
+  }
+}
+
+// "muon": torch.optim.Muon on the hidden matrices beside torch.optim.AdamW on the rest, the pair a
+// PyTorch training loop steps (train/muon_groups.h): {"name": "muon", <Muon's options>, "adamw":
+// {<AdamW's options>}}. Explicit "param_groups" say which optimizer updates each one
+// ("optimizer": "muon" or "adamw"); without them the split is lathe train's.
+std::unique_ptr<optim::Optimizer> case_muon_optimizer(const nlohmann::json& doc, const nn::GPT& model,
+                                                      nlohmann::json muon, bool fused) {
+  const std::string where = std::string(K) + "\"optimizer\".\"adamw\"";
+  nlohmann::json adamw = muon.contains("adamw") ? muon["adamw"] : nlohmann::json::object();
+  muon.erase("adamw");
+  LATHE_CHECK(adamw.is_object(), where, " must be an object of AdamW's options, got ", serialize::quote_json(adamw));
+  adamw = without_implementation_options(adamw, fused, where);
+  if (!doc.contains("param_groups")) {
+    try {
+      return train::make_muon_adamw(model, muon, adamw, fused);
+    } catch (const Error& e) {
+      LATHE_FAIL(K, e.what());
+    }
+  }
+  std::unique_ptr<optim::Optimizer> muon_part, adamw_part;
+  try {
+    muon_part = std::make_unique<optim::Muon>(muon);
+    adamw_part = std::make_unique<optim::AdamW>(adamw, fused);
+  } catch (const Error& e) {
+    LATHE_FAIL(K, e.what());
+  }
+  const std::vector<NamedGroup> groups = named_param_groups(model, doc["param_groups"]);
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    NamedGroup g = groups[gi];
+    const nlohmann::json which = g.overrides.value("optimizer", nlohmann::json());
+    LATHE_CHECK(which == "muon" || which == "adamw", K, "param_groups[", gi,
+                "] needs \"optimizer\": \"muon\" or \"adamw\" (which of the pair updates it), got ",
+                g.overrides.contains("optimizer") ? serialize::quote_json(which) : "none");
+    g.overrides.erase("optimizer");
+    add_case_group(which == "muon" ? *muon_part : *adamw_part, g, gi);
+  }
+  std::vector<std::unique_ptr<optim::Optimizer>> parts;
+  for (auto* part : {&muon_part, &adamw_part})
+    if ((*part)->num_params() > 0) parts.push_back(std::move(*part));
+  return std::make_unique<optim::Composite>(std::move(parts));
 }
 
 // The case's optimizer: {"name", "fused"?, <PyTorch option names>}. The options are the
@@ -94,6 +158,7 @@ std::unique_ptr<optim::Optimizer> case_optimizer(const nlohmann::json& doc, cons
   nlohmann::json options = spec;
   options.erase("name");
   options = without_implementation_options(options, fused == true, std::string(K) + "\"optimizer\"");
+  if (spec["name"] == "muon") return case_muon_optimizer(doc, model, options, fused == true);
   const bool explicit_groups = doc.contains("param_groups");
   std::unique_ptr<optim::Optimizer> opt;
   try {
@@ -102,8 +167,12 @@ std::unique_ptr<optim::Optimizer> case_optimizer(const nlohmann::json& doc, cons
   } catch (const Error& e) {
     LATHE_FAIL(K, e.what());
   }
-  if (explicit_groups) add_named_param_groups(*opt, model, doc["param_groups"]);
-  else train::add_nanogpt_param_groups(*opt, model, options);
+  if (explicit_groups) {
+    const std::vector<NamedGroup> groups = named_param_groups(model, doc["param_groups"]);
+    for (size_t gi = 0; gi < groups.size(); ++gi) add_case_group(*opt, groups[gi], gi);
+  } else {
+    train::add_nanogpt_param_groups(*opt, model, options);
+  }
   return opt;
 }
 

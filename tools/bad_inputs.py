@@ -905,6 +905,96 @@ def tokenizer_cases(inp):
 
 
 # ---------------------------------------------------------------------------------------------
+# Muon (optim/muon.h): `lathe ref` cases of the kinds "optim" and "train" and `lathe train
+# --optimizer muon`, wrong in each of its options.
+
+# --adam-lr takes any finite positive lr, as --lr does.
+EXPECTED_OK.update({"train.muon.adam-lr.hex", "train.muon.adam-lr.too_big", "train.muon.adam-lr.int64_max"})
+
+
+def muon_cases(inp):
+    """Muon given a vector; negative, non-finite or mistyped options, ns_steps out of [1, 100), an
+    unknown adjust_lr_fn; AdamW's options of the pair; --adam-lr."""
+    cases = []
+    out = inp.path("out/ref_out.safetensors")
+    every = [0, 1, 2, 3, 4, 5]
+    bad_options = {
+        "lr_negative": {"lr": -0.02},
+        "weight_decay_negative": {"weight_decay": -0.1},
+        "momentum_negative": {"momentum": -0.5},
+        "eps_zero": {"eps": 0.0},
+        "eps_negative": {"eps": -1e-7},
+        "ns_steps_zero": {"ns_steps": 0},
+        "ns_steps_100": {"ns_steps": 100},
+        "ns_steps_fraction": {"ns_steps": 2.5},
+        "ns_steps_string": {"ns_steps": "5"},
+        "ns_coefficients_two": {"ns_coefficients": [3.4445, -4.775]},
+        "ns_coefficients_string": {"ns_coefficients": "abc"},
+        "adjust_lr_fn_unknown": {"adjust_lr_fn": "spectral"},
+        "adjust_lr_fn_number": {"adjust_lr_fn": 1},
+        "nesterov_string": {"nesterov": "yes"},
+        "use_addmm_number": {"use_addmm": 1},
+        "unknown_option": {"betas": [0.9, 0.99]},
+    }
+    for label, options in bad_options.items():
+        path = edited_case(inp, "optim_muon.case.safetensors", f"muon_{label}",
+                           edit_spec=setter(groups=[{"params": every, **options}]))
+        field = next(iter(options))  # the message names it
+        cases.append(Case(f"ref.muon.optim.{label}", ["ref", path, out], says=field))
+        path = edited_case(inp, "train_muon.case.safetensors", f"train_muon_{label}",
+                           edit_spec=lambda spec, o=options: spec["optimizer"].update(o))
+        cases.append(Case(f"ref.muon.train.{label}", ["ref", path, out], says=field))
+    # A number past a double's range in the document.
+    _, tensors = read_safetensors(os.path.join(GOLDEN, "optim_muon.case.safetensors"))
+    raw = '{"kind": "optim", "optimizer": "muon", "steps": 24, "groups": [{"params": %s, "lr": 1e999}]}' % every
+    cases.append(Case("ref.muon.optim.lr_overflow",
+                      ["ref", inp.write("cases/muon_lr_overflow.safetensors", safetensors_bytes(tensors, {"case": raw})), out],
+                      says="1e999"))
+    # A vector given to Muon: parameter 1 as 15 numbers, without gradients.
+    vector = lambda ts: [("param.1", "F32", [15], struct.pack("<15f", *([0.02] * 15))) if n == "param.1" else (n, d, sh, r)
+                         for n, d, sh, r in ts if not (n.startswith("grad.") and n.endswith(".1"))]
+    path = edited_case(inp, "optim_muon.case.safetensors", "muon_vector", edit_tensors=vector)
+    cases.append(Case("ref.muon.optim.vector_parameter", ["ref", path, out], says="param.1"))
+    # The pair of kind "train": AdamW's options, and explicit groups that do not say their optimizer
+    # or give Muon a vector.
+    names = ["transformer.wte.weight", "transformer.wpe.weight", "transformer.ln_f.weight", "transformer.ln_f.bias"]
+    hidden = [f"transformer.h.{i}.{m}.weight" for i in range(2) for m in ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")]
+    rest = [f"transformer.h.{i}.{m}" for i in range(2) for m in
+            ("attn.c_attn.bias", "attn.c_proj.bias", "mlp.c_fc.bias", "mlp.c_proj.bias", "ln_1.weight", "ln_1.bias",
+             "ln_2.weight", "ln_2.bias")]
+    train_edits = {
+        "adamw_not_object": lambda spec: spec["optimizer"].update(adamw=3e-3),
+        "adamw_lr_negative": lambda spec: spec["optimizer"].update(adamw={"lr": -1}),
+        "adamw_unknown_option": lambda spec: spec["optimizer"].update(adamw={"momentum": 0.9}),
+        "adamw_fused_string": lambda spec: spec["optimizer"].update(adamw={"fused": "yes"}),
+        "groups_without_optimizer": setter(param_groups=[{"params": hidden, "optimizer": "muon"},
+                                                         {"params": names + rest}]),
+        "groups_unknown_optimizer": setter(param_groups=[{"params": hidden, "optimizer": "lion"},
+                                                         {"params": names + rest, "optimizer": "adamw"}]),
+        "groups_vector_to_muon": setter(param_groups=[{"params": hidden + rest, "optimizer": "muon"},
+                                                      {"params": names, "optimizer": "adamw"}]),
+    }
+    train_says = {"adamw_not_object": "adamw", "adamw_lr_negative": "lr", "adamw_unknown_option": "momentum",
+                  "adamw_fused_string": "fused", "groups_without_optimizer": "param_groups[1]",
+                  "groups_unknown_optimizer": "param_groups[0]", "groups_vector_to_muon": rest[0]}
+    for label, edit in train_edits.items():
+        path = edited_case(inp, "train_muon.case.safetensors", f"train_muon_{label}", edit_spec=edit)
+        cases.append(Case(f"ref.muon.train.{label}", ["ref", path, out], says=train_says[label]))
+    # lathe train: --adam-lr is muon's, and an lr.
+    train = ["train", "--data", inp.corpus, "--config", inp.tiny, "--steps", "1", "--eval-iters", "1",
+             "--sample-tokens", "0", "--quiet"]
+    for label, value in numeric_values("float").items():
+        cases.append(Case(f"train.muon.adam-lr.{label}", train + ["--out", inp.path("runs/muon_adam_lr_" + label),
+                                                                  "--optimizer", "muon", "--adam-lr", value],
+                          says=None if f"train.muon.adam-lr.{label}" in EXPECTED_OK else "--adam-lr"))
+    cases.append(Case("train.muon.adam-lr.with_adamw", train + ["--out", inp.path("runs/muon_adamw"), "--adam-lr", "1e-3"],
+                      says="--adam-lr"))
+    cases.append(Case("train.muon.lr.negative", train + ["--out", inp.path("runs/muon_lr"), "--optimizer", "muon",
+                                                         "--lr", "-0.02"], says="--lr"))
+    return cases
+
+
+# ---------------------------------------------------------------------------------------------
 # Messages that name the fault: each of these once gave a message that pointed elsewhere (issue
 # 32), so each must now say what is wrong, not only be one line.
 
@@ -1209,7 +1299,7 @@ def shard_directory_cases(inp):
 def all_cases(inp):
     return (file_cases(inp) + flag_cases(inp) + usage_cases(inp) + config_cases(inp) + ref_cases(inp) +
             op_cases(inp) + tokenizer_cases(inp) + shard_directory_cases(inp) + named_fault_cases(inp) +
-            convert_cases(inp))
+            convert_cases(inp) + muon_cases(inp))
 
 
 # ---------------------------------------------------------------------------------------------

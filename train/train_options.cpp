@@ -26,13 +26,16 @@ void validate(const TrainOptions& o) {
               o.weight_decay);
   LATHE_CHECK(std::isfinite(o.grad_clip) && o.grad_clip >= 0, "--grad-clip must be >= 0 (0 disables), got ",
               o.grad_clip);
-  LATHE_CHECK(o.optimizer == "adamw" || o.optimizer == "adam" || o.optimizer == "sgd" || o.optimizer == "prodigy",
-              "--optimizer must be adamw, adam, sgd or prodigy, got \"", o.optimizer, "\"");
+  LATHE_CHECK(o.optimizer == "adamw" || o.optimizer == "adam" || o.optimizer == "sgd" || o.optimizer == "prodigy" ||
+                  o.optimizer == "muon",
+              "--optimizer must be adamw, adam, sgd, prodigy or muon, got \"", o.optimizer, "\"");
+  LATHE_CHECK(std::isfinite(o.adam_lr) && o.adam_lr > 0, "--adam-lr must be positive, got ", o.adam_lr);
   LATHE_CHECK(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1, "--beta1 and --beta2 must be in [0, 1), got ",
               o.beta1, " and ", o.beta2);
   nn::parse_precision(o.precision, "--precision");
-  LATHE_CHECK(!o.fused || o.optimizer == "adamw" || o.optimizer == "adam", "--fused: optimizer \"", o.optimizer,
-              "\" has no fused path (adam and adamw have one)");
+  LATHE_CHECK(!o.fused || o.optimizer == "adamw" || o.optimizer == "adam" || o.optimizer == "muon",
+              "--fused: optimizer \"", o.optimizer, "\" has no fused path (adam and adamw have one, and muon's AdamW "
+              "groups)");
   // The scale is f32 state (optim/grad_scaler.h): past f32's range it would be inf.
   LATHE_CHECK(std::isfinite(o.init_scale) && o.init_scale > 0 && o.init_scale <= double(std::numeric_limits<float>::max()),
               "--init-scale must be a positive number within f32's range (at most 3.4e38), got ", o.init_scale);
@@ -90,6 +93,7 @@ void for_each_option(TrainOptions& o, F&& f) {
   f("weight_decay", o.weight_decay);
   f("grad_clip", o.grad_clip);
   f("optimizer", o.optimizer);
+  f("adam_lr", o.adam_lr);
   f("beta1", o.beta1);
   f("beta2", o.beta2);
   f("seed", o.seed);

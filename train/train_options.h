@@ -26,7 +26,8 @@ struct TrainOptions {
   int64_t warmup = 100;        // linear warm-up steps (nanoGPT shakespeare-char)
   double weight_decay = 0.1;   // decoupled, on 2-D parameters only
   double grad_clip = 1.0;      // max global gradient norm; 0 disables
-  std::string optimizer = "adamw";  // adamw | adam | sgd | prodigy
+  std::string optimizer = "adamw";  // adamw | adam | sgd | prodigy | muon (Muon + AdamW, train/muon_groups.h)
+  double adam_lr = 1e-2;       // muon: peak learning rate of its AdamW groups (embeddings, head, gains, biases)
   double beta1 = 0.9;
   double beta2 = 0.99;         // nanoGPT's choice for small character models (few tokens per step)
   uint64_t seed = 1337;
@@ -60,7 +61,10 @@ struct TrainOptions {
   // that did not arrive (train/dist/communicator.h). A resume may change it.
   double dist_timeout = dist::kDefaultTimeoutSeconds;
 
-  double effective_min_lr() const { return min_lr < 0 ? lr / 10 : min_lr; }
+  double effective_min_lr() const { return min_lr_for(lr); }
+  // The floor of a schedule whose peak is `peak` (a group of its own lr, as muon's AdamW groups):
+  // peak / 10 by default, else min_lr scaled as peak is to lr. min_lr_for(lr) is min_lr itself.
+  double min_lr_for(double peak) const { return min_lr < 0 ? peak / 10 : min_lr * (peak / lr); }
 };
 
 // The options as JSON (a checkpoint stores them) and back; unknown keys are errors.

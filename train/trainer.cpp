@@ -19,6 +19,7 @@
 #include "train/dist/agreement.h"
 #include "train/loss_plot.h"
 #include "train/metrics_log.h"
+#include "train/muon_groups.h"
 #include "train/nanogpt_groups.h"
 #include "train/optimizer_registry.h"
 #include "train/run_checkpoints.h"
@@ -38,14 +39,20 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 enum Stream : uint64_t { kWeights = 1, kBatches = 2, kEvaluation = 3, kSampling = 4 };
 
 // The optimizer of a run: --optimizer from the registry with the run's hyperparameters under
-// their PyTorch names, over nanoGPT's groups (weight decay on 2-D parameters only).
+// their PyTorch names, over nanoGPT's groups (weight decay on 2-D parameters only). muon: Muon on
+// the hidden matrices at --lr beside AdamW on the rest at --adam-lr (train/muon_groups.h), both
+// decaying their 2-D parameters by --weight-decay.
 std::unique_ptr<optim::Optimizer> make_run_optimizer(const TrainOptions& o, const nn::GPT& model, Device device) {
   const nlohmann::json betas = {o.beta1, o.beta2};
+  // The fused path runs one multi-tensor kernel per group: fewer launches on a GPU.
+  const bool cuda = device.type == DeviceType::cuda;
+  if (o.optimizer == "muon")
+    return make_muon_adamw(model, {{"lr", o.lr}, {"weight_decay", o.weight_decay}},
+                           {{"lr", o.adam_lr}, {"betas", betas}, {"weight_decay", o.weight_decay}}, o.fused || cuda);
   nlohmann::json defaults = {{"lr", o.lr}, {"betas", betas}};
   if (o.optimizer == "sgd") defaults = {{"lr", o.lr}, {"momentum", o.beta1}};
-  // The fused path runs one multi-tensor kernel per group: fewer launches on a GPU.
   const OptimizerKind* kind = find_optimizer_kind(o.optimizer);
-  const bool fused = o.fused || (device.type == DeviceType::cuda && kind != nullptr && kind->has_fused);
+  const bool fused = o.fused || (cuda && kind != nullptr && kind->has_fused);
   auto opt = make_optimizer(o.optimizer, defaults, fused);
   add_nanogpt_param_groups(*opt, model, {{"weight_decay", o.weight_decay}});
   return opt;
@@ -208,10 +215,17 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
     dp_ = std::make_unique<dist::DataParallel>(*comm_, *state_.optimizer, options_.zero == 1);
     dp_->set_slices_per_rank(slices_per_rank_);
   }
-  // nanoGPT's schedule with lr_decay_iters = max_iters; warm-up shorter than the run.
+  // nanoGPT's schedule with lr_decay_iters = max_iters; warm-up shorter than the run. Each group
+  // follows it from its own peak, its lr as built (PyTorch schedulers' initial_lr): --lr, or
+  // --adam-lr for muon's AdamW groups.
   const int64_t warmup = std::min(options_.warmup, options_.steps - 1);
   state_.schedule = std::make_unique<optim::WarmupCosineLr>(options_.lr, warmup, options_.steps,
                                                             options_.effective_min_lr());
+  for (size_t g = 0; g < state_.optimizer->param_groups().size(); ++g) {
+    const double peak = state_.optimizer->lr(g);
+    state_.group_schedules.push_back(
+        std::make_unique<optim::WarmupCosineLr>(peak, warmup, options_.steps, options_.min_lr_for(peak)));
+  }
   state_.data_gen = Generator(derive_seed(options_.seed, kBatches), 0);
   state_.step = 0;
   if (resume) restore(*resume, *program);
@@ -285,8 +299,10 @@ StepResult Trainer::train_step() {
     }
     dropout.set_state(dropout.seed(), base + uint64_t(comm_->rank() * slices_per_rank_) * dropout_draws_per_slice_);
   }
-  const StepOutcome o = train::train_step(*state_.model, *state_.optimizer, b.x, b.y, options_.grad_clip, r.lr,
-                                        state_.scaler.get(), dp_.get(), slices_per_rank_);
+  for (size_t g = 0; g < state_.group_schedules.size(); ++g)
+    state_.optimizer->set_lr(g, state_.group_schedules[g]->lr(state_.step));
+  const StepOutcome o = train::train_step(*state_.model, *state_.optimizer, b.x, b.y, options_.grad_clip,
+                                        std::nullopt, state_.scaler.get(), dp_.get(), slices_per_rank_);
   if (place_dropout)
     dropout.set_state(dropout.seed(), base + uint64_t(comm_->size() * slices_per_rank_) * dropout_draws_per_slice_);
   r.loss = dp_ ? dp_->mean_over_ranks(o.loss) : o.loss;
@@ -478,6 +494,10 @@ TrainSummary Trainer::run(std::FILE* log) {
       state_.optimizer->fused() ? " (fused)" : "", o.lr, o.effective_min_lr(), (long long)std::min(o.warmup, o.steps - 1),
       o.weight_decay, o.grad_clip, openmp_max_threads(), openmp_max_threads() == 1 ? "" : "s",
       threads_->governs() ? " (the default: as many as other processes leave cores free)" : "");
+  if (o.optimizer == "muon")
+    say("muon: Muon on the blocks' matrices at that lr; AdamW on the embeddings, head, gains and biases at lr %g -> %g "
+        "(--adam-lr)\n",
+        o.adam_lr, o.min_lr_for(o.adam_lr));
   if (o.precision != "f32") {
     char scaling[96] = "";
     if (state_.scaler)

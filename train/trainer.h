@@ -45,7 +45,9 @@ struct TrainState {
   ModelChoice model_choice;
   std::unique_ptr<nn::GPT> model;
   std::unique_ptr<optim::Optimizer> optimizer;
-  std::unique_ptr<optim::LrSchedule> schedule;
+  std::unique_ptr<optim::LrSchedule> schedule;  // --lr's: the lr a step reports
+  // One per param group, each from the group's own peak (its lr as built): the lrs a step sets.
+  std::vector<std::unique_ptr<optim::LrSchedule>> group_schedules;
   std::unique_ptr<optim::GradScaler> scaler;  // fp16 runs only (bf16 and f32 need none)
   Generator data_gen;  // training batches drawn so far: (seed, offset)
   int64_t step = 0;    // optimizer steps completed

@@ -108,6 +108,10 @@ void check_explicit_values(const CLI::App& cmd, const train::TrainOptions& o) {
   if (given("--min-lr") && o.min_lr < 0)
     throw UsageError("--min-lr must be >= 0 (leave it out for lr / 10), got " + cmd.get_option("--min-lr")->as<std::string>());
   if (given("--out") && o.out.empty()) throw UsageError("--out must name a directory, got an empty string");
+  // A resume compares it with the run's own (Trainer::resume), whatever --optimizer says here.
+  if (given("--adam-lr") && o.optimizer != "muon" && o.resume.empty())
+    throw UsageError("--adam-lr is the lr of muon's AdamW groups; --optimizer " + o.optimizer +
+                     " has one lr for all (--lr)");
   if (given("--init-from") && o.init_from.empty())
     throw UsageError("--init-from must name a weights file, a checkpoint or a model directory, got an empty string");
 }
@@ -137,12 +141,20 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--steps", o->steps, "total optimizer steps")->capture_default_str()->check(in_i64);
   cmd->add_option("--batch", o->batch, "sequences per step (default: the preset's: tiny 8, small 16, char 8, gpt2 4)")
       ->check(in_i64);
-  auto* lr = cmd->add_option("--lr", o->lr, "peak learning rate (default 1e-3; 1.0 for prodigy, whose lr is a multiplier)");
+  auto* lr = cmd->add_option("--lr", o->lr,
+                             "peak learning rate (default 1e-3; 1.0 for prodigy, whose lr is a multiplier; 0.02 for "
+                             "muon, the lr of its Muon group)");
+  cmd->add_option("--adam-lr", o->adam_lr,
+                  "muon: peak learning rate of its AdamW groups (embeddings, head, gains, biases)")
+      ->capture_default_str();
   cmd->add_option("--min-lr", o->min_lr, "final learning rate of the cosine decay (default: lr / 10)");
   cmd->add_option("--warmup", o->warmup, "linear warm-up steps")->capture_default_str()->check(in_i64);
   cmd->add_option("--weight-decay", o->weight_decay, "decoupled weight decay of 2-D parameters")->capture_default_str();
   cmd->add_option("--grad-clip", o->grad_clip, "clip the global gradient norm to this; 0 disables")->capture_default_str();
-  cmd->add_option("--optimizer", o->optimizer, "adamw, adam, sgd (momentum beta1) or prodigy")->capture_default_str();
+  cmd->add_option("--optimizer", o->optimizer,
+                  "adamw, adam, sgd (momentum beta1), prodigy, or muon (Muon for the blocks' matrices, AdamW at "
+                  "--adam-lr for the rest)")
+      ->capture_default_str();
   cmd->add_option("--beta1", o->beta1, "first-moment decay (sgd: momentum)")->capture_default_str();
   cmd->add_option("--beta2", o->beta2, "second-moment decay")->capture_default_str();
   cmd->add_option("--seed", o->seed, "seed of the weights, the batches and the final sample")
@@ -212,6 +224,7 @@ void add_train_command(CLI::App& app) {
     }
     train::TrainOptions opts = *o;
     if (lr->count() == 0 && opts.optimizer == "prodigy") opts.lr = 1.0;
+    if (lr->count() == 0 && opts.optimizer == "muon") opts.lr = 0.02;
     if (init_from->count() > 0 && config->count() == 0) opts.config.clear();  // the file's model
     run_train(std::move(opts));
   });

@@ -47,14 +47,14 @@ def has_grad(t, i):
     return (t + 2 * i) % 7 != 3
 
 
-def make_inputs(seed, zero_param=None):
+def make_inputs(seed, zero_param=None, shapes=SHAPES):
     g = torch.Generator().manual_seed(seed)
-    params = [0.02 * torch.randn(s, generator=g) for s in SHAPES]
+    params = [0.02 * torch.randn(s, generator=g) for s in shapes]
     if zero_param is not None:
         params[zero_param].zero_()
     grads = {}
     for t in range(STEPS):
-        for i, s in enumerate(SHAPES):
+        for i, s in enumerate(shapes):
             if has_grad(t, i):
                 grads[(t, i)] = 0.1 * torch.randn(s, generator=g) + 0.01 * (i + 1)
     return params, grads
