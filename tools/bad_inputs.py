@@ -989,6 +989,8 @@ def muon_cases(inp):
                           says=None if f"train.muon.adam-lr.{label}" in EXPECTED_OK else "--adam-lr"))
     cases.append(Case("train.muon.adam-lr.with_adamw", train + ["--out", inp.path("runs/muon_adamw"), "--adam-lr", "1e-3"],
                       says="--adam-lr"))
+    cases.append(Case("train.sgd.beta2", train + ["--out", inp.path("runs/sgd_beta2"), "--optimizer", "sgd",
+                                                  "--beta2", "0.99"], says="--beta2"))
     cases.append(Case("train.muon.lr.negative", train + ["--out", inp.path("runs/muon_lr"), "--optimizer", "muon",
                                                          "--lr", "-0.02"], says="--lr"))
     return cases
