@@ -24,20 +24,35 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 # One file holding the corpus's text, so that both programs read the same bytes (lathe skips the
-# binary .dat indexes of a fortunes directory; the PyTorch loop reads files as they are).
+# binary .dat indexes of a fortunes directory; the PyTorch loop reads files as they are). Each file
+# once: Debian's fortunes has `art.u8 -> art` links, and a file read twice would put the same text
+# on both sides of the train / validation split (the last 10%); the script refuses a corpus whose
+# files still share a text after that, and says how many links it skipped.
 if [[ -d "$corpus" ]]; then
   /usr/bin/python3 - "$corpus" "$tmp/corpus.txt" <<'EOF'
-import os, sys
+import hashlib, os, sys
 root, out = sys.argv[1], sys.argv[2]
 paths = sorted(os.path.join(d, f) for d, dirs, files in os.walk(root, followlinks=True) for f in files
                if not f.startswith("."))
+seen_files, seen_texts, links = set(), {}, 0
 with open(out, "wb") as o:
     for p in paths:
         if any(part.startswith(".") for part in os.path.relpath(p, root).split(os.sep)) or not os.path.isfile(p):
             continue
+        st = os.stat(p)
+        if (st.st_dev, st.st_ino) in seen_files:
+            links += 1
+            continue
+        seen_files.add((st.st_dev, st.st_ino))
         data = open(p, "rb").read()
-        if b"\0" not in data[:8192]:
-            o.write(data)
+        if b"\0" in data[:8192] or not data:
+            continue
+        digest = hashlib.sha256(data).digest()
+        if digest in seen_texts:
+            sys.exit(f"nanogpt_cpu: {p} holds the same text as {seen_texts[digest]}: it would be on both sides of the split")
+        seen_texts[digest] = p
+        o.write(data)
+print(f"corpus: {len(seen_texts)} files read once each ({links} links to a file already read skipped)")
 EOF
   corpus="$tmp/corpus.txt"
 fi
