@@ -7,6 +7,8 @@
 #   tools/nanogpt_cpu.sh [CORPUS] [STEPS] [SEED]     default: Debian's fortunes, 2000, 1337
 #   ROUNDS=3 tools/nanogpt_cpu.sh                    each program three times, taking turns, the
 #                                                    fastest run of each kept (a noisy machine)
+# Target: lathe's whole run in at most half of PyTorch's wall time, and validation losses within
+# 0.03 nats of each other; the script exits 1 when either is missed (after printing the figures).
 # Both programs draw their initialisation and batches from SEED (each with its own generator, so
 # the same seed is not the same start; compare means over a few seeds).
 # PyTorch is Debian's python3-torch (tools/deps.sh --torch), at TORCH_THREADS threads (default 1:
@@ -93,3 +95,9 @@ printf 'lathe:   %6.1f s (the whole run)                                     val
 printf 'PyTorch: %6.1f s (the whole run; its training loop alone %.1f s)     val_loss %.4f\n' "$torch_s" \
   "$torch_loop_s" "$torch_val"
 awk "BEGIN { printf \"lathe/PyTorch time %.2f, val_loss difference %+.4f\n\", $lathe_s / $torch_s, $lathe_val - $torch_val }"
+if awk "BEGIN { d = $lathe_val - $torch_val; exit !($lathe_s <= 0.5 * $torch_s && d <= 0.03 && d >= -0.03) }"; then
+  echo "target met: time at most 0.50 of PyTorch's, validation losses within 0.03"
+else
+  echo "TARGET MISSED: time at most 0.50 of PyTorch's and validation losses within 0.03"
+  exit 1
+fi
