@@ -25,13 +25,16 @@ Tensor causal_bias(int64_t T, int64_t Tk, int64_t past, DType dtype, Device devi
 }  // namespace
 
 CausalSelfAttention::CausalSelfAttention(int64_t C, int64_t H, bool bias, double dropout,
-                                         std::shared_ptr<Generator> gen, LayerOptions opt)
+                                         std::shared_ptr<Generator> gen, LayerOptions opt,
+                                         std::shared_ptr<const RotaryTables> rotary_tables, bool qk_norm_)
     : n_embd(C),
       n_head(H),
       c_attn(C, 3 * C, bias, opt),
       c_proj(C, C, bias, opt),
       attn_dropout(dropout, gen),
       resid_dropout(dropout, gen),
+      rotary(std::move(rotary_tables)),
+      qk_norm(qk_norm_),
       precision_(opt.precision) {
   LATHE_CHECK(H > 0 && C % H == 0, "CausalSelfAttention: n_embd (", C, ") must be a multiple of n_head (", H, ")");
   register_module("c_attn", &c_attn);
@@ -51,6 +54,24 @@ Tensor CausalSelfAttention::forward(const Tensor& x, KVCache* cache) const {
   const double scale = 1.0 / std::sqrt(double(hs));
   const PolicyRef& p = precision_;
 
+  // Rotary embeddings and QK-norm make q and k new tensors (in the matmul dtype, the products'),
+  // at the positions after the cache's.
+  const int64_t past = cache ? cache->length : 0;
+  Tensor q_heads = head_view(0), k_heads = head_view(1);
+  const bool new_qk = rotary || qk_norm;
+  if (rotary) {
+    const auto [cos, sin] = rotary->rows(past, T, q_heads.dtype(), x.device());
+    q_heads = rope(q_heads, cos, sin);
+    k_heads = rope(k_heads, cos, sin);
+  }
+  if (qk_norm) {
+    // Each head vector on its own, so the rows may be taken in [B, T, H, hs] order: the layout rope
+    // writes, read in place (a [B, H, T, hs] order would copy them first).
+    auto normalised = [](const Tensor& h) { return rms_norm(h.transpose(1, 2), Tensor(), 1e-5).transpose(1, 2); };
+    q_heads = normalised(q_heads);
+    k_heads = normalised(k_heads);
+  }
+
   // Training and full-sequence forwards on the CPU in f32/f64 take the fused kernel: no [B, H, T, T]
   // scores or probabilities are kept, and the masked half of the products is skipped. A KV cache,
   // attention dropout, a 16-bit precision or a backend without the kernel take the composed path.
@@ -58,15 +79,17 @@ Tensor CausalSelfAttention::forward(const Tensor& x, KVCache* cache) const {
   const Tensor q_in = p.cast(OpClass::matmul, head_view(0));
   if (!cache && !attn_dropout_active && (q_in.dtype() == DType::f32 || q_in.dtype() == DType::f64) &&
       q_in.dtype() == p.cast(OpClass::softmax, q_in).dtype() && backend_for(x.device()).has_fused_attention()) {
-    Tensor y = causal_attention_qkv(p.cast(OpClass::matmul, qkv), H, scale);  // [B, T, C]
+    // With new q and k the kernel takes three head views; its output is [B, T, H, hs] storage, so
+    // putting the heads side by side again copies nothing.
+    Tensor y = new_qk ? causal_attention(q_heads, k_heads, head_view(2), scale).transpose(1, 2).reshape({B, T, C})
+                      : causal_attention_qkv(p.cast(OpClass::matmul, qkv), H, scale);  // [B, T, C]
     return resid_dropout.forward(c_proj.forward(y));
   }
 
   // Scaling q (T x hs values) is cheaper than scaling the scores (T x T).
-  Tensor q = mul(head_view(0), scale);
-  Tensor k = head_view(1), v = head_view(2);
+  Tensor q = mul(q_heads, scale);
+  Tensor k = k_heads, v = head_view(2);
 
-  int64_t past = 0;
   if (cache) {
     LATHE_CHECK(!grad_enabled() || !x.requires_grad(),
                 "CausalSelfAttention: a KV cache is for inference; run it under NoGradGuard");
@@ -77,7 +100,6 @@ Tensor CausalSelfAttention::forward(const Tensor& x, KVCache* cache) const {
       cache->k = Tensor::empty({B, H, cache->capacity, hs}, k.dtype(), x.device());
       cache->v = Tensor::empty({B, H, cache->capacity, hs}, v.dtype(), x.device());
     }
-    past = cache->length;
     LATHE_CHECK(past + T <= cache->capacity, "CausalSelfAttention: ", past, " cached + ", T,
                 " new positions exceed the cache capacity ", cache->capacity);
     cache->k.narrow(2, past, T).copy_(k);
