@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "nn/gpt.h"
 
@@ -45,6 +47,12 @@ const Preset kPresets[] = {
 };
 
 const GPTConfig kDefaults{};
+
+// Every field from_json reads: GPT-2's seven, then the modern block's switches (which to_json
+// leaves out at their defaults, so the fields must be listed here, not taken from a default's JSON).
+const char* const kFields[] = {"vocab_size", "block_size", "n_layer", "n_head",         "n_embd",
+                               "bias",       "dropout",    "rope",    "rope_base",      "norm",
+                               "norm_weight", "activation", "qk_norm", "tie_embeddings", "logit_softcap"};
 
 bool read_bool(const nlohmann::json& j, const char* field, bool fallback) {
   if (!j.contains(field)) return fallback;
@@ -138,6 +146,13 @@ nlohmann::json GPTConfig::to_json() const {
 
 GPTConfig GPTConfig::from_json(const nlohmann::json& j) {
   LATHE_CHECK(j.is_object(), "GPT config: expected a JSON object, got ", brief(j));
+  // A misspelt field would otherwise leave its default in place without a word.
+  for (const auto& [key, value] : j.items()) {
+    if (std::find(std::begin(kFields), std::end(kFields), key) != std::end(kFields)) continue;
+    std::string fields;
+    for (const char* k : kFields) fields += (fields.empty() ? "" : ", ") + std::string(k);
+    LATHE_FAIL("GPT config: unknown field ", brief(key), " (the fields are ", fields, ")");
+  }
   GPTConfig c;
   c.vocab_size = required_int(j, "vocab_size");
   c.block_size = required_int(j, "block_size");
