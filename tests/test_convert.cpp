@@ -216,6 +216,30 @@ TEST_CASE("convert: a model without biases is written with zero biases, which co
   }
 }
 
+TEST_CASE("convert: a model of the modern block is refused by GPT-2's formats, naming its switch, writing nothing") {
+  TempDir d("convert_modern");
+  const std::pair<const char*, void (*)(nn::GPTConfig&)> switches[] = {
+      {"rope = true", [](nn::GPTConfig& c) { c.rope = true; }},
+      {"norm = \"rms_norm\"", [](nn::GPTConfig& c) { c.norm = nn::NormKind::rms_norm; }},
+      {"activation = \"squared_relu\"", [](nn::GPTConfig& c) { c.activation = nn::Activation::squared_relu; }},
+      {"tie_embeddings = false", [](nn::GPTConfig& c) { c.tie_embeddings = false; }},
+      {"logit_softcap = 30", [](nn::GPTConfig& c) { c.logit_softcap = 30; }},
+  };
+  for (const auto& [says, set] : switches) {
+    INFO(says);
+    nn::GPTConfig c{64, 8, 1, 2, 16};
+    set(c);
+    nn::GPT model(c, 7);
+    train::save_weights(d.file("modern.safetensors"), model);
+    for (const train::WeightsFormat format : {train::WeightsFormat::hf, train::WeightsFormat::llmc}) {
+      const std::string out = d.file(std::string("out_") + train::weights_format_name(format));
+      const std::string e = error_of([&] { train::convert_weights(d.file("modern.safetensors"), out, to(format)); });
+      CHECK_MESSAGE(e.find(std::string("the model's config has ") + says) != std::string::npos, e);
+      CHECK_FALSE(fs::exists(out));
+    }
+  }
+}
+
 TEST_CASE("convert: Hugging Face configs lathe cannot represent are refused, naming the field and its value") {
   TempDir d("convert_bad_config");
   struct Bad {
