@@ -617,3 +617,25 @@ TEST_CASE("nn: every switch: GPT gradients match finite differences (f64)") {
     }
   }
 }
+
+TEST_CASE("nn: attention with rotary embeddings and QK-norm: queries after a KV cache give the full forward's outputs") {
+  // Generation's token comparison cannot see a wrong rotary offset in a fresh model (its logits
+  // hardly depend on position); the attention outputs can.
+  const int64_t C = 16, H = 2, T = 6;
+  auto tables = std::make_shared<const RotaryTables>(8, C / H, 10000.0);
+  for (bool qk_norm : {false, true}) {
+    INFO("qk_norm ", qk_norm);
+    CausalSelfAttention attn(C, H, /*bias=*/true, 0.0, std::make_shared<Generator>(1), {}, tables, qk_norm);
+    NoGradGuard no_grad;
+    attn.c_attn.weight.copy_(Tensor::randn(attn.c_attn.weight.shape(), 3));
+    attn.c_proj.weight.copy_(Tensor::randn(attn.c_proj.weight.shape(), 4));
+    const Tensor x = Tensor::randn({2, T, C}, 5);
+    const Tensor full = attn.forward(x);
+    KVCache cache;
+    cache.capacity = T;
+    const Tensor first = attn.forward(x.narrow(1, 0, 4), &cache);  // positions 0..3, then 4..5
+    const Tensor rest = attn.forward(x.narrow(1, 4, 2), &cache);
+    // f32 tolerance relative to the outputs' largest magnitude (tens: the weights are N(0, 1)).
+    CHECK(max_abs_diff(cat({first, rest}, 1), full) <= 1e-5 * max(abs(full)).item());
+  }
+}
