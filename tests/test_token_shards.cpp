@@ -396,11 +396,11 @@ TEST_CASE("tokenize: a rewrite with another tokenizer leaves the new corpus alon
   tokenize_corpus(load_tokenizer("bytes"), d.file("corpus.txt"), out, 500, 1, nullptr);  // many small shards
   tokenize_corpus(trained, d.file("corpus.txt"), out, 100000, 1, nullptr);               // one shard
   const TokenDataset data(out, 8);
-  CHECK(data.tokenizer().identity().checksum == trained.identity().checksum);
+  CHECK(data.bpe_tokenizer().identity().checksum == trained.identity().checksum);
   CHECK(data.manifest().shards.size() == 1);
   CHECK(data.stream_size() == data.manifest().tokens);
   std::vector<int64_t> all(data.stream_size());
-  const TokenShards s = TokenShards::open(out, data.manifest(), data.tokenizer());
+  const TokenShards s = TokenShards::open(out, data.manifest(), data.bpe_tokenizer());
   s.read(0, all.size(), all.data());
   CHECK(all[0] == trained.end_of_text());
 }
