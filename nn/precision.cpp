@@ -73,15 +73,19 @@ void check_precision_supported(Precision p, Device device, const std::string& wh
   if (p == Precision::f32) return;
   const DType dt = low_dtype(p);
   try {
-    // What a 16-bit step runs: casts both ways, a Linear's product and bias, GELU, the q scale,
-    // their backward (products, the bias gradient's sum) on a tiny operand.
-    Tensor x = Tensor::ones({2, 3}, DType::f32, device);
-    Tensor w = Tensor::ones({4, 3}, DType::f32, device);
+    // What a 16-bit step runs: casts both ways, a Linear's product and bias, the activations (GELU,
+    // ReLU^2, SwiGLU's SiLU and product), rotary embeddings and QK-norm on q, the q scale, and their
+    // backward (products, the bias gradient's sum) on a tiny operand.
+    Tensor x = Tensor::ones({2, 4}, DType::f32, device);
+    Tensor w = Tensor::ones({4, 4}, DType::f32, device);
     Tensor b = Tensor::zeros({4}, DType::f32, device);
     x.requires_grad_();
     w.requires_grad_();
     b.requires_grad_();
-    Tensor y = gelu(linear(x.to(dt), w.to(dt), b.to(dt)));
+    Tensor h = linear(x.to(dt), w.to(dt), b.to(dt));
+    Tensor y = add(add(gelu(h), squared_relu(h)), mul(silu(h), h));
+    const Tensor angles = Tensor::zeros({2, 2}, DType::f32, device);
+    y = rms_norm(rope(y.view({1, 1, 2, 4}), angles, angles), Tensor(), 1e-5).view({2, 4});
     y = matmul(mul(y, 0.5), y.transpose(0, 1));
     sum(y.to(DType::f32)).backward();
   } catch (const Error& e) {

@@ -7,13 +7,15 @@
 // embeddings stay f32:
 //
 //   op class           f32    bf16   fp16    where the model asks
-//   matmul             f32    bf16   f16     Linear (input, weight, bias); attention's q, k, v
-//   activation         f32    bf16   f16     GELU (between c_fc and c_proj)
+//   matmul             f32    bf16   f16     Linear (input, weight, bias); attention's q, k, v,
+//                                            RoPE and QK-norm on that q and k
+//   activation         f32    bf16   f16     GELU, ReLU^2, SwiGLU (between c_fc and c_proj)
 //   softmax            f32    f32    f32     attention scores and softmax (inside the fused kernel)
-//   layer_norm         f32    f32    f32     ln_1, ln_2, ln_f (statistics in f32)
+//   layer_norm         f32    f32    f32     ln_1, ln_2, ln_f, LayerNorm or RMSNorm (statistics in f32)
 //   residual           f32    f32    f32     the residual stream: x + attn(...), x + mlp(...)
 //   embedding          f32    f32    f32     wte(idx) + wpe(pos)
-//   loss               f32    f32    f32     logits handed to cross-entropy and to sampling
+//   loss               f32    f32    f32     logits handed to cross-entropy and to sampling (and their
+//                                            soft-capping)
 //
 // Fused attention (core/ops/nn_attention.cpp) takes q, k, v in the matmul dtype and computes the
 // scores, softmax and accumulators in f32, rounding its output once: both classes in one kernel.
