@@ -13,17 +13,19 @@ bash tools/fetch_gpt2_vocab.sh
 export PATH="$PATH:/usr/local/cuda/bin"
 jobs=$(nproc)
 start=$SECONDS
+# Each stage says when it starts, counted from the start, so that a slow run shows where it went.
+stage() { echo "== $1 (at $((SECONDS - start)) s)"; }
 
-echo "== release build"
+stage "release build"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j "$jobs"
-echo "== release tests"
+stage "release tests"
 (cd build && ctest --output-on-failure -j "$jobs")
 
-echo "== the installed package, used by another project (tests/consumer/)"
+stage "the installed package, used by another project (tests/consumer/)"
 bash tools/check_package.sh build
 
-echo "== sanitizer build (address, undefined; CPU only)"
+stage "sanitizer build (address, undefined; CPU only)"
 # Built for AVX2 where the machine has it, not for the machine itself: f32 products then run lathe's
 # own kernel (core/cpu/matmul.cpp takes it in AVX2 and AVX-512 builds) on its 8-float vectors, so the
 # sanitizers check that path, while the Release suite checks the AVX-512 one.
@@ -32,12 +34,12 @@ if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then asan_flags="-
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DLATHE_CUDA=OFF -DLATHE_NATIVE=OFF \
   -DLATHE_SANITIZE=address,undefined -DCMAKE_CXX_FLAGS="$asan_flags" >/dev/null
 cmake --build build-asan -j "$jobs" --target lathe_tests
-echo "== sanitizer tests"
+stage "sanitizer tests"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --output-on-failure -j "$jobs")
 
 if [[ -x tools/run_fuzzer.sh ]]; then
-  echo "== fuzzing the safetensors reader"
+  stage "fuzzing the safetensors reader"
   bash tools/run_fuzzer.sh "${LATHE_FUZZ_SECONDS:-60}"
 fi
 echo "== all tests passed in $((SECONDS - start)) s"
