@@ -1,6 +1,7 @@
 #include "core/tensor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <iomanip>
@@ -369,10 +370,20 @@ Tensor Tensor::to(Device d) const {
   });
 }
 
+namespace {
+std::atomic<uint64_t> g_casts{0};
+}  // namespace
+
+uint64_t cast_count() { return g_casts.load(std::memory_order_relaxed); }
+void reset_cast_count() { g_casts.store(0, std::memory_order_relaxed); }
+
 Tensor Tensor::to(DType t) const {
   if (t == dtype()) return *this;
   Tensor out = empty(shape(), t, device());
-  if (numel() > 0) backend_for(device()).copy(*this, out);
+  if (numel() > 0) {
+    backend_for(device()).copy(*this, out);
+    g_casts.fetch_add(1, std::memory_order_relaxed);
+  }
   if (!is_floating(t)) return out;  // integer results carry no gradient
   DType src_dtype = dtype();
   return record("to_dtype", out, {*this}, [src_dtype](const Tensor& g) {

@@ -148,6 +148,12 @@ class Tensor {
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
+// Casts between dtypes that ran a kernel (Tensor::to(DType) to another dtype, autograd's casts of
+// gradients among them). Counted in every build: on a GPU each is one launch and one pass over
+// memory, so a 16-bit step's count is part of its cost (`lathe bench` prints it per step).
+uint64_t cast_count();
+void reset_cast_count();
+
 // Makes a tensor with fresh storage on `device`.
 Tensor make_tensor(const Shape& shape, const Strides& strides, int64_t offset, DType dtype, StoragePtr storage);
 

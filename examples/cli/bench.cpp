@@ -147,10 +147,13 @@ void run_bench(const BenchOptions& o) {
   Backend& backend = backend_for(device);
   for (int64_t i = 0; i < o.warmup; ++i) step();
   backend.synchronize(device.index);
+  reset_cast_count();
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < o.steps; ++i) step();
   backend.synchronize(device.index);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / double(o.steps);
+  // Each cast is a kernel launch and a pass over its tensor on a GPU (16-bit runs).
+  const double casts = double(cast_count()) / double(o.steps);
 
   const double tokens = double(B * T);
   const double flops = train::training_flops_per_token(model.num_params(/*exclude_position_embeddings=*/true),
@@ -163,7 +166,7 @@ void run_bench(const BenchOptions& o) {
                         {"batch", B},             {"seq_len", T},            {"threads", train::openmp_max_threads()},
                         {"steps", o.steps},       {"ms_per_step", seconds * 1e3}, {"tok_per_s", tokens / seconds},
                         {"gflop_per_s", flops / seconds / 1e9}, {"peak_rss_bytes", peak_rss},
-                        {"peak_device_bytes", peak_device}, {"version", LATHE_VERSION}};
+                        {"peak_device_bytes", peak_device}, {"casts_per_step", casts}, {"version", LATHE_VERSION}};
     std::printf("%s\n", j.dump().c_str());
     return;
   }
@@ -174,6 +177,7 @@ void run_bench(const BenchOptions& o) {
               tokens / seconds, flops / seconds / 1e9, (long long)o.steps, (long long)o.warmup);
   std::printf("  peak memory: process RSS %s, %s allocator %s\n", lathe::format_bytes(peak_rss).c_str(),
               device.str().c_str(), lathe::format_bytes(peak_device).c_str());
+  std::printf("  %.0f dtype casts per step\n", casts);
   if (o.profile) print_profile(o.steps, step);
 }
 
