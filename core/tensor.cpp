@@ -333,6 +333,12 @@ Tensor Tensor::clone() const {
   return record("clone", out, {*this}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
 }
 
+bool owns_its_memory(const Tensor& t) {
+  const std::shared_ptr<TensorImpl>& impl = t.impl_ptr();
+  return impl.use_count() == 1 && impl->storage.use_count() == 1 && impl->offset == 0 && t.is_contiguous() &&
+         impl->storage->nbytes() == t.nbytes();
+}
+
 // ---------------------------------------------------------------- moves and casts
 
 namespace {
@@ -472,6 +478,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   if (s.device() != device()) s = transfer(s, device());
   s = s.expand(shape());
   if (numel() > 0) backend_for(device()).copy(s, *this);
+  bump_version();
   return *this;
 }
 
@@ -479,6 +486,7 @@ Tensor& Tensor::fill_(double value) {
   if (numel() == 0) return *this;
   if (is_contiguous()) backend_for(device()).fill(*this, value);
   else copy_(Tensor::scalar(value, dtype(), device()));
+  bump_version();
   return *this;
 }
 

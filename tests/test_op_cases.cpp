@@ -180,6 +180,10 @@ const std::vector<Case>& cases() {
       {"cross_entropy_3d", [](auto& v) { return cross_entropy(v[0], v[1].to(DType::i32)); }, kTranscend, false,
        kSums},
       {"cross_entropy_ignore2", [](auto& v) { return cross_entropy(v[0], v[1], 2); }, kTranscend, false, kSums},
+      // the fused classifier: the same mean, its gradient written by the forward and scaled by the backward
+      {"fused_cross_entropy", [](auto& v) { return fused_cross_entropy(v[0], v[1]); }, kTranscend, false, kSums},
+      {"fused_cross_entropy_3d", [](auto& v) { return fused_cross_entropy(v[0], v[1], -1); }, kTranscend, false,
+       kSums},
       // fused optimizer kernels (no gradient)
       {"adam_update", [](auto& v) { return adam_step(v, false, 0.01); }, kTranscend, false, kSums},
       {"adamw_update", [](auto& v) { return adam_step(v, true, 0.1); }, kTranscend, false, kSums},

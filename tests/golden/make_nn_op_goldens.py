@@ -1,5 +1,5 @@
 """Golden values of the op test registry (tests/test_op_cases.cpp) for the nn ops: matmul, softmax,
-log_softmax, layer_norm, embedding and cross_entropy computed by PyTorch in f32, with the gradients
+log_softmax, layer_norm, embedding, cross_entropy and the fused classifier computed by PyTorch in f32, with the gradients
 of sum(out * gout); and one Adam and one AdamW step of torch.optim from a given state.
 
     /usr/bin/python3 tests/golden/make_nn_op_goldens.py
@@ -103,6 +103,14 @@ def adam_case(case, optimizer, weight_decay):
 
 adam_case("adam_update", torch.optim.Adam, 0.01)
 adam_case("adamw_update", torch.optim.AdamW, 0.1)
+
+# ---- the fused classifier (lathe's fused_cross_entropy: the loss and its gradient in one pass) is
+# the mean cross-entropy; rows longer than 16 and not a multiple of it, ignored rows ----
+run("fused_cross_entropy", lambda logits, targets: F.cross_entropy(logits, targets),
+    {"logits": r(5, 41) * 3, "targets": torch.tensor([40, -100, 7, 0, 7])})
+run("fused_cross_entropy_3d", lambda logits, targets: F.cross_entropy(logits.reshape(-1, 19), targets.reshape(-1),
+                                                                      ignore_index=-1),
+    {"logits": r(2, 2, 19) * 2, "targets": torch.tensor([[18, -1], [0, 3]])})
 
 
 golden_safetensors.save(os.path.join(HERE, "nn_ops.safetensors"), tensors)
