@@ -5,7 +5,7 @@
 namespace lathe::nn {
 
 MLP::MLP(int64_t C, bool bias, double p, std::shared_ptr<Generator> gen, LayerOptions opt)
-    : c_fc(C, 4 * C, bias, opt), c_proj(4 * C, C, bias, opt), dropout(p, std::move(gen)), precision_(opt.precision) {
+    : c_fc(C, 4 * C, bias, opt), c_proj(4 * C, C, bias, opt), dropout(p, std::move(gen)) {
   register_module("c_fc", &c_fc);
   register_module("gelu", &gelu);
   register_module("c_proj", &c_proj);
@@ -13,7 +13,8 @@ MLP::MLP(int64_t C, bool bias, double p, std::shared_ptr<Generator> gen, LayerOp
 }
 
 Tensor MLP::forward(const Tensor& x) const {
-  return dropout.forward(c_proj.forward(gelu.forward(precision_.cast(OpClass::activation, c_fc.forward(x)))));
+  // The GELU is c_fc's epilogue, in c_fc's (the matmul) dtype: the policy's activation dtype too.
+  return dropout.forward(c_proj.forward(c_fc.forward_gelu(x)));
 }
 
 Block::Block(int64_t C, int64_t H, bool bias, double p, std::shared_ptr<Generator> gen, LayerOptions opt)
@@ -29,9 +30,11 @@ Block::Block(int64_t C, int64_t H, bool bias, double p, std::shared_ptr<Generato
 }
 
 Tensor Block::forward(const Tensor& x_in, KVCache* cache) const {
-  Tensor r = precision_.cast(OpClass::residual, x_in);
-  Tensor x = add(r, precision_.cast(OpClass::residual, attn.forward(ln_1.forward(r), cache)));
-  return add(x, precision_.cast(OpClass::residual, mlp.forward(ln_2.forward(x))));
+  // Each branch's output (16-bit in a 16-bit run) joins the f32 stream in the add, which widens it
+  // as it reads it.
+  Tensor x = precision_.cast(OpClass::residual, x_in);
+  x = add(x, attn.forward(ln_1.forward(x), cache));
+  return add(x, mlp.forward(ln_2.forward(x)));
 }
 
 }  // namespace lathe::nn

@@ -13,12 +13,9 @@ class MLP : public Module {
   Tensor forward(const Tensor& x) const;
 
   Linear c_fc;
-  GELU gelu;
+  GELU gelu;  // nanoGPT's module; the forward runs it as c_fc's epilogue (Linear::forward_gelu)
   Linear c_proj;
   Dropout dropout;
-
- private:
-  PolicyRef precision_;  // GELU runs in the policy's activation dtype
 };
 
 class Block : public Module {

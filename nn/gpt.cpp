@@ -118,10 +118,14 @@ Tensor GPT::last_logits(const Tensor& hidden) const {
   const int64_t B = hidden.size(0), T = hidden.size(1);
   Tensor last = hidden.narrow(1, T - 1, 1);
   const PrecisionPolicy& p = *precision_.policy;
-  return p.cast(OpClass::loss, lm_head.forward(transformer.ln_f.forward(last))).view({B, config_.vocab_size});
+  return p.cast(OpClass::softmax, lm_head.forward(transformer.ln_f.forward(last))).view({B, config_.vocab_size});
 }
 
-GPTOutput GPT::forward(const Tensor& idx, const Tensor& targets) const {
+Tensor GPT::logits_of(const Tensor& hidden) const {
+  return precision_.policy->cast(OpClass::loss, lm_head.forward(transformer.ln_f.forward(hidden)));
+}
+
+void GPT::check_inputs(const Tensor& idx, const Tensor& targets) const {
   check_token_ids("idx", idx, /*allow_ignore=*/false);
   LATHE_CHECK(idx.device() == device(), "GPT: idx is on ", idx.device().str(), " but the model is on ", device().str());
   if (targets.defined()) {
@@ -131,13 +135,22 @@ GPTOutput GPT::forward(const Tensor& idx, const Tensor& targets) const {
     LATHE_CHECK(targets.shape() == idx.shape(), "GPT: targets ", targets.desc(), " must have the shape of idx ",
                 idx.desc());
   }
-  Tensor x = hidden_states(idx, 0, nullptr);
+}
+
+GPTOutput GPT::forward(const Tensor& idx, const Tensor& targets) const {
+  check_inputs(idx, targets);
   GPTOutput out;
-  // Cross-entropy (and whoever reads the logits) works in the policy's loss dtype (f32).
-  out.logits = precision_.policy->cast(OpClass::loss, lm_head.forward(transformer.ln_f.forward(x)));
-  if (targets.defined())
-    out.loss = cross_entropy(out.logits.view({-1, config_.vocab_size}), targets.reshape({-1}), /*ignore_index=*/-1);
+  out.logits = logits_of(hidden_states(idx, 0, nullptr));
+  // The output keeps the logits, so the classifier writes their gradient apart from them.
+  if (targets.defined()) out.loss = fused_cross_entropy(out.logits, targets, /*ignore_index=*/-1);
   return out;
+}
+
+Tensor GPT::loss(const Tensor& idx, const Tensor& targets) const {
+  LATHE_CHECK(targets.defined(), "GPT::loss: needs targets");
+  check_inputs(idx, targets);
+  Tensor logits = logits_of(hidden_states(idx, 0, nullptr));
+  return fused_cross_entropy(std::move(logits), targets, /*ignore_index=*/-1);
 }
 
 }  // namespace lathe::nn

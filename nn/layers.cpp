@@ -20,8 +20,11 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias, LayerOptions opt)
 }
 
 Tensor Linear::forward(const Tensor& x) const {
-  return linear(precision_.cast(OpClass::matmul, x), precision_.cast(OpClass::matmul, weight),
-                precision_.cast(OpClass::matmul, bias));
+  return linear(precision_.cast(OpClass::matmul, x), weight, bias, copies());
+}
+
+Tensor Linear::forward_gelu(const Tensor& x) const {
+  return linear_gelu(precision_.cast(OpClass::matmul, x), weight, bias, copies());
 }
 
 void Linear::tie_weight(const Tensor& w) {
@@ -55,7 +58,8 @@ LayerNorm::LayerNorm(int64_t d, bool with_bias, double e, LayerOptions opt) : di
 
 Tensor LayerNorm::forward(const Tensor& x) const {
   LATHE_CHECK(x.dim() >= 1 && x.shape().back() == dim, "LayerNorm: input ", x.desc(), " must end in dim ", dim);
-  return layer_norm(precision_.cast(OpClass::layer_norm, x), weight, bias, eps);
+  const Tensor stream = precision_.cast(OpClass::residual, x);
+  return layer_norm(stream, weight, bias, eps, precision_.output_dtype(OpClass::layer_norm, stream.dtype()));
 }
 
 // ---------------------------------------------------------------- Dropout, GELU

@@ -31,6 +31,7 @@ struct BenchOptions {
   int64_t batch = 0;  // 0: the preset's
   int threads = 0;
   std::string precision = "f32";
+  bool tf32 = false;
   bool json = false;
   bool profile = false;
 };
@@ -125,6 +126,10 @@ void run_bench(const BenchOptions& o) {
     throw UsageError(e.what());
   }
   train::ThreadGovernor threads(o.threads);
+  set_allow_tf32(o.tf32);
+  if (o.tf32 && device.type != DeviceType::cuda)
+    std::fprintf(stderr, "lathe: note: --tf32 is for f32 products on cuda; the %s device ignores it\n",
+                 device.str().c_str());
   const nn::GPTConfig& c = choice.config;
   const int64_t B = o.batch > 0 ? o.batch : choice.default_batch, T = c.block_size;
 
@@ -138,9 +143,9 @@ void run_bench(const BenchOptions& o) {
   const Tensor y = Tensor::randint(0, c.vocab_size, {B, T}, /*seed=*/2, 0, DType::i64, device);
   auto step = [&] {
     threads.update();
-    nn::GPTOutput out = model.forward(x, y);
+    const Tensor loss = model.loss(x, y);
     opt.zero_grad();
-    scaler.scale(out.loss).backward();
+    scaler.scale(loss).backward();
     scaler.step(opt);
     scaler.update();
   };
@@ -162,7 +167,7 @@ void run_bench(const BenchOptions& o) {
   const size_t peak_device = memory_stats(device).peak_allocated;
   if (o.json) {
     nlohmann::json j = {{"config", choice.name},  {"device", device.str()},  {"params", model.num_params()},
-                        {"precision", nn::precision_name(precision)},
+                        {"precision", nn::precision_name(precision)}, {"tf32", o.tf32},
                         {"batch", B},             {"seq_len", T},            {"threads", train::openmp_max_threads()},
                         {"steps", o.steps},       {"ms_per_step", seconds * 1e3}, {"tok_per_s", tokens / seconds},
                         {"gflop_per_s", flops / seconds / 1e9}, {"peak_rss_bytes", peak_rss},
@@ -198,6 +203,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--threads", o->threads, "CPU threads, at most 1024 (default: OMP_NUM_THREADS, else as many as other processes leave cores free, checked as it runs)");
   cmd->add_option("--precision", o->precision, "f32, bf16 or fp16 (fp16 with the loss scaler), as lathe train")
       ->capture_default_str();
+  cmd->add_flag("--tf32", o->tf32, "f32 products on TF32 tensor cores (cuda; ignored on cpu), as lathe train");
   cmd->add_flag("--json", o->json, "print one JSON line");
   cmd->add_flag("--profile", o->profile, "then run --steps more steps with every CPU kernel timed and print each one's share and GFLOP/s");
   cmd->callback([o] { run_bench(*o); });
