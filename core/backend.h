@@ -38,10 +38,24 @@ enum class LinearEpilogue { none, gelu };
 void set_allow_tf32(bool on);
 bool allow_tf32();
 
+// Kernels that a backend may fuse from several ops; an op takes the fused one where its backend
+// declares it (Backend::fuses) and composes smaller kernels elsewhere.
+enum class FusedKernel {
+  causal_attention,  // Backend::causal_attention and its backward; `width`: the head size
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+
+  // Whether this backend runs `kernel` fused for inputs of `dtype`; `width` is the kernel's inner
+  // size where its fused form has a limit (see FusedKernel), 0 where it has none. Overrides do not
+  // restate the default.
+  virtual bool fuses(FusedKernel kernel, DType dtype, int64_t width = 0) const {
+    (void)kernel, (void)dtype, (void)width;
+    return false;
+  }
 
   // ---- memory ----
   virtual Allocator& allocator(int index) = 0;
@@ -103,14 +117,19 @@ class Backend {
   // ---- neural-network kernels (last dim) ----
   virtual void softmax(const Tensor& x, const Tensor& out, bool log) = 0;
   virtual void softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& gx, bool log) = 0;
-  // Causal attention fused into one pass (core/ops/nn_attention.cpp): q, k, v [B, H, T, hs] f32 or
-  // f64, any strides with a unit last one; out [B, H, T, hs] (any strides, unit last); lse
-  // [B, H, T] contiguous, each query's log of its softmax denominator, kept for the backward. A
-  // backend without it says so (`has_fused_attention`), and the op composes matmul and softmax.
-  virtual bool has_fused_attention() const { return false; }
+  // Causal attention fused into one pass (core/ops/nn_attention.cpp), without a [B, H, Tq, Tk] tensor:
+  // out = softmax(scale q k^T + causal mask) v. q [B, H, Tq, hs]; k, v [B, H, Tk, hs] with Tk >= Tq,
+  // query i sitting at position Tk - Tq + i (Tk > Tq: the queries after a KV cache's keys), so it
+  // sees keys 0 .. Tk - Tq + i. Inputs have any strides with a unit last one; out [B, H, Tq, hs]
+  // has any strides with a unit last one; lse [B, H, Tq] contiguous, each query's log of its
+  // softmax denominator, kept for the backward, in the compute dtype (f32, f64 for f64). A 16-bit
+  // q computes in f32 and rounds out once. Backends declare the dtypes they take with
+  // `fuses(FusedKernel::causal_attention, dtype, head size)`; elsewhere the op composes matmul and
+  // softmax.
   virtual void causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& out,
                                 const Tensor& lse);
-  // gq, gk, gv contiguous [B, H, T, hs].
+  // gq [B, H, Tq, hs], gk and gv [B, H, Tk, hs], any strides with a unit last one; every element
+  // is written.
   virtual void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                          const Tensor& lse, const Tensor& gout, double scale, const Tensor& gq,
                                          const Tensor& gk, const Tensor& gv);

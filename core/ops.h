@@ -76,11 +76,14 @@ Tensor log_softmax(const Tensor& x, int64_t dim = -1);
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5,
                   std::optional<DType> out_dtype = std::nullopt);
 // softmax(scale q k^T + causal mask) v for q, k, v [B, H, T, hs] of one floating dtype (query i
-// sees keys 0..i), as torch's scaled_dot_product_attention(is_causal=True, scale=scale). On a
-// backend with `has_fused_attention()` (the CPU, f32 and f64) one fused kernel keeps no [B, H, T, T]
-// tensor (core/cpu/attention.cpp); elsewhere it is composed of matmul and softmax. Returns
-// [B, H, T, hs]; the fused path's is a view of [B, T, H, hs] storage, so that putting the heads
-// side by side again (transpose(1, 2), then reshape) copies nothing.
+// sees keys 0..i), as torch's scaled_dot_product_attention(is_causal=True, scale=scale). k and v
+// may hold more positions than q, [B, H, Tk, hs] with Tk > T: the queries then come after the
+// first Tk - T keys (a KV cache), query i seeing keys 0..Tk - T + i. Where the backend fuses it
+// (Backend::fuses: the CPU in every float dtype, CUDA in f32, bf16 and f16 for head sizes up to
+// 128) one kernel keeps no [B, H, T, Tk] tensor (core/cpu/attention.cpp, cuda/attention.cu), a
+// 16-bit one computing in f32 and rounding its results once; elsewhere it is composed of matmul
+// and softmax. Returns [B, H, T, hs]; the fused path's is a view of [B, T, H, hs] storage, so that
+// putting the heads side by side again (transpose(1, 2), then reshape) copies nothing.
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale);
 // The same for q, k and v side by side in one [B, T, 3C] tensor (a qkv projection's output), with
 // n_head heads: returns [B, T, C], the heads side by side. Its gradient is one [B, T, 3C] tensor

@@ -1,11 +1,15 @@
 // CudaBackend: unary, binary and where over any strides, and scale_by (cuda/elementwise.cu).
+#include "core/ops.h"
 #include "cuda/cuda_backend.h"
 
 namespace lathe::cuda {
 
 // The op layer (core/ops/) has checked the operands: one device, broadcast shapes, matching
-// dtypes, and an op the table defines for them.
+// dtypes. The op table's dtypes are checked again here, by the op layer's own rule, because the
+// kernels compile only the ops each dtype has (as the CPU backend's dispatch, which refuses the
+// rest): a direct call such as exp on integers is an error, not a copy of its input.
 void CudaBackend::unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1) {
+  check_op_dtype(op_name(op), op_dtypes(op), x);
   DeviceContext& ctx = context_of(out);
   if (out.numel() == 0) return;
   const Geometry<2> g = make_geometry<2>(out.shape(), {&out.strides(), &x.strides()}, op_name(op));
@@ -13,6 +17,7 @@ void CudaBackend::unary(UnaryOp op, const Tensor& x, const Tensor& out, double p
 }
 
 void CudaBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  check_op_dtype(op_name(op), op_dtypes(op), a);
   DeviceContext& ctx = context_of(out);
   if (out.numel() == 0) return;
   const Geometry<3> g = make_geometry<3>(out.shape(), {&out.strides(), &a.strides(), &b.strides()}, op_name(op));

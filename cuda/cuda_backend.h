@@ -11,12 +11,14 @@
 //   backend_matmul.cpp         cuBLAS batched products, linear layers through cuBLASLt's epilogues
 //                              (no .cu of its own)
 //   backend_norm.cpp           softmax, layer norm
+//   backend_attention.cpp      fused causal attention (flash attention, forward and backward)
 //   backend_tokens.cpp         embedding, cross-entropy, the fused classifier
 //   backend_index.cpp          index_select, index_add, gather, scatter_add
 //   backend_optim.cpp          Adam and AdamW
 // Every kernel runs on the device's one stream; the host waits only in copy_to_host and
 // synchronize. tests/test_cuda.cpp checks every kernel against the CPU backend: on a GPU through
-// tools/gpu_check.sh, and without one through cuda/emulator/run.sh (a CPU emulator of the kernels).
+// tools/gpu_check.sh, and without one through the CPU emulator of the kernels (cuda/emulator/,
+// the ctest tests "emu:...").
 #pragma once
 
 #include <memory>
@@ -59,6 +61,12 @@ class CudaBackend final : public Backend {
 
   void softmax(const Tensor& x, const Tensor& out, bool log) override;
   void softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& gx, bool log) override;
+  bool fuses(FusedKernel kernel, DType dtype, int64_t width) const override;
+  void causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& out,
+                        const Tensor& lse) override;
+  void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                 const Tensor& lse, const Tensor& gout, double scale, const Tensor& gq,
+                                 const Tensor& gk, const Tensor& gv) override;
   void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
                   const Tensor& out, const Tensor& mean, const Tensor& rstd) override;
   void layer_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& mean,

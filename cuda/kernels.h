@@ -106,6 +106,36 @@ void launch_layer_norm_backward(DT dtype, DT gy_dtype, const void* x, const void
                                 const void* rstd, bool stat_f64, const void* gy, void* gx, void* gw, void* gb,
                                 int64_t rows, int64_t len, void* scratch, cudaStream_t s);
 
+// ---- attention.cu: causal flash attention ----
+// One [B, H, T, hs] operand: its first element and its element strides over batch, head and
+// position (the last stride is 1).
+template <class P>
+struct Heads {
+  P data;
+  int64_t sb, sh, st;
+};
+using HeadsIn = Heads<const void*>;
+using HeadsOut = Heads<void*>;
+// q [B, H, Tq, hs] against k, v [B, H, Tk, hs], Tk >= Tq: query i sits at position Tk - Tq + i and
+// sees keys 0 .. Tk - Tq + i. The kernels read 16 bytes at a time: every operand's pointer is
+// 16-byte aligned, its strides and hs are multiples of 16 bytes' worth of elements, and
+// hs <= kAttentionMaxHeadSize (the host glue pads and copies what is not).
+struct AttnShape {
+  int64_t B, H, Tq, Tk, hs;
+  float scale;  // of the scores q k^T
+};
+constexpr int64_t kAttentionMaxHeadSize = 128;
+// out = softmax(scale q k^T + causal mask) v; lse [B, H, Tq] (f32, contiguous): each query's log
+// of its softmax denominator. f32, bf16 and f16; 16-bit inputs compute in f32 (tensor cores with
+// f32 accumulation) and round out once.
+void launch_attention_forward(DT dtype, const AttnShape& s, HeadsIn q, HeadsIn k, HeadsIn v, HeadsOut out,
+                              float* lse, cudaStream_t stream);
+// gq, gk, gv from the forward's operands, out and lse, and gout; rowsums is scratch of B * H * Tq
+// floats (rowsum(gout * out) of each query).
+void launch_attention_backward(DT dtype, const AttnShape& s, HeadsIn q, HeadsIn k, HeadsIn v, HeadsIn out,
+                               const float* lse, HeadsIn gout, HeadsOut gq, HeadsOut gk, HeadsOut gv,
+                               float* rowsums, cudaStream_t stream);
+
 // ---- tokens.cu: embedding and cross-entropy ----
 void launch_embedding(DT dtype, const void* weight, int64_t vocab, int64_t dim, DT idx_dtype, const void* idx,
                       int64_t n, void* out, DeviceErrorInfo* err, cudaStream_t s);

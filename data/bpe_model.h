@@ -5,8 +5,14 @@
 // numbers them in its own order). A merge (left, right) -> merged has a rank, its index in the
 // table; encoding a piece starts from its bytes' tokens and repeatedly merges the adjacent pair of
 // lowest rank, leftmost first, until no adjacent pair has a merge. That is GPT-2's bpe() (merge
-// every occurrence of the best pair, left to right) expressed one merge at a time: a pair that a
-// merge creates always ranks after that merge, so the two orders agree.
+// every occurrence of the best pair, left to right) expressed one merge at a time: a merge only
+// joins tokens that earlier merges made (the table is refused otherwise), so a pair that a merge
+// creates always ranks after that merge, and the two orders agree.
+//
+// A table is checked whole before it is used: every merge joins a byte token or the token of an
+// earlier merge, no pair is merged twice, no token is made twice, and the bytes of all tokens
+// together stay within kMaxVocabularyBytes. Each merge can double the longest token, so without
+// that bound a file of a few hundred bytes would describe tokens of terabytes.
 #pragma once
 
 #include <array>
@@ -16,6 +22,10 @@
 #include <vector>
 
 namespace lathe::data {
+
+// The most bytes all ordinary tokens of one vocabulary may hold together. GPT-2's 50,256 tokens
+// hold 320,814 bytes; a vocabulary of a million tokens of 64 bytes on average still fits.
+inline constexpr uint64_t kMaxVocabularyBytes = uint64_t(64) << 20;
 
 struct BpeMerge {
   uint32_t left = 0, right = 0, merged = 0;
@@ -29,8 +39,8 @@ class PairIndex {
  public:
   static constexpr uint64_t kAbsent = ~uint64_t(0);
   void reserve(size_t n);
-  // Keeps the first value given for a key.
-  void insert(uint64_t key, uint64_t value);
+  // Adds key -> value and returns kAbsent, or returns the value the key already has (and keeps it).
+  uint64_t insert(uint64_t key, uint64_t value);
   uint64_t find(uint64_t key) const {
     for (size_t i = slot(key);; i = (i + 1) & mask_) {
       if (keys_[i] == key) return values_[i];
@@ -49,20 +59,23 @@ class PairIndex {
 class BpeModel {
  public:
   // token_bytes[id]: what token `id` decodes to, for every ordinary token (the end-of-text token
-  // is not in it). Throws lathe::Error when an id is out of range or a merge's bytes are not the
-  // concatenation of its parts.
+  // is not in it). Throws lathe::Error naming the merge at fault when the table breaks a rule
+  // above, an id is out of range, or a merge's bytes are not the concatenation of its parts.
   BpeModel(std::array<uint32_t, 256> byte_ids, std::vector<BpeMerge> merges, std::vector<std::string> token_bytes);
 
   // The byte-level vocabulary with no merges: token b is byte b.
   static BpeModel bytes_only();
-  // A trained vocabulary: token b is byte b, merge i makes token 256 + i.
+  // A trained vocabulary: token b is byte b, merge i makes token 256 + i. The tokens' lengths are
+  // added up before any token's bytes are built, so a table past kMaxVocabularyBytes is refused
+  // without allocating them.
   static BpeModel from_merges(const std::vector<std::pair<uint32_t, uint32_t>>& merges);
 
   size_t size() const { return token_bytes_.size(); }  // ordinary tokens
   const std::vector<BpeMerge>& merges() const { return merges_; }
   const std::string& token_bytes(uint32_t id) const { return token_bytes_[id]; }
 
-  // Appends the tokens of `piece` to `out`.
+  // Appends the tokens of `piece` to `out`. Memory: about 12 bytes per byte of the piece (see
+  // encode_long), whatever the table. A piece of 4 GiB or more is refused.
   void encode_piece(std::string_view piece, std::vector<uint32_t>& out) const;
 
  private:
@@ -76,6 +89,7 @@ class BpeModel {
   std::array<uint32_t, 256> byte_ids_{};
   std::vector<BpeMerge> merges_;
   std::vector<std::string> token_bytes_;
+  std::vector<uint32_t> lengths_;  // bytes of each token, where encoding looks them up
   PairIndex ranks_;
 };
 

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
+#include <optional>
 
 #include "core/error.h"
 #include "data/corpus_file.h"
@@ -163,19 +164,34 @@ BpeTokenizer load_tokenizer(const std::string& spec) {
   const std::string text = read_file(spec, "tokenizer");
   if (text.rfind("#version", 0) == 0) return load_gpt2(spec);
   TokenizerFile file = read_tokenizer_file(spec, text);
-  BpeModel model = BpeModel::from_merges(file.merges);
-  const auto eot = uint32_t(model.size());
-  return BpeTokenizer(std::move(model), file.pattern, eot, {"bpe", absolute(spec), checksum_of(text)});
+  std::optional<BpeModel> model;
+  try {
+    model.emplace(BpeModel::from_merges(file.merges));
+  } catch (const Error& e) {
+    LATHE_FAIL("tokenizer ", spec, ": ", e.what());
+  }
+  const auto eot = uint32_t(model->size());
+  return BpeTokenizer(std::move(*model), file.pattern, eot, {"bpe", absolute(spec), checksum_of(text)});
 }
 
 BpeTokenizer load_tokenizer(const TokenizerIdentity& identity, const std::string& what) {
-  if (identity.kind == "bytes") return load_tokenizer("bytes");
+  if (identity.kind == "bytes") {
+    LATHE_CHECK(identity.path.empty() && identity.checksum == kBytesChecksum, what, ": its tokenizer record says bytes, ",
+                "but with path \"", identity.path, "\" and checksum ", identity.checksum, " (bytes has none and ",
+                kBytesChecksum, ")");
+    return load_tokenizer("bytes");
+  }
+  LATHE_CHECK(identity.kind == "gpt2" || identity.kind == "bpe", what, ": its tokenizer's kind \"", identity.kind,
+              "\" is none of bytes, gpt2 and bpe");
   struct stat st {};
   LATHE_CHECK(::stat(identity.path.c_str(), &st) == 0, what, ": its tokenizer ", identity.describe(),
               " is gone; restore the file (checksum ", identity.checksum, ")");
   BpeTokenizer tok = load_tokenizer(identity.path);
   LATHE_CHECK(tok.identity().checksum == identity.checksum, what, ": its tokenizer ", identity.describe(),
               " has changed since (checksum ", tok.identity().checksum, ", recorded ", identity.checksum, ")");
+  LATHE_CHECK(tok.identity().kind == identity.kind, what, ": its tokenizer ", identity.describe(), " is recorded as ",
+              identity.kind, ", but the file is a ", tok.identity().kind == "gpt2" ? "GPT-2 vocab.bpe" : "trained tokenizer",
+              " (", tok.identity().kind, ")");
   return tok;
 }
 

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "data/bpe_model.h"
 
 namespace lathe::data {
 
@@ -40,7 +41,8 @@ std::vector<std::pair<std::string, uint64_t>> PieceCounts::pieces() const {
 }
 
 std::vector<std::pair<uint32_t, uint32_t>> train_bpe_merges(const PieceCounts& counts, uint64_t vocab_size,
-                                                            const std::function<void(size_t)>& progress) {
+                                                            const std::function<void(size_t)>& progress,
+                                                            BpeTrainingEnd* end) {
   LATHE_CHECK(vocab_size >= 256, "BPE training: vocab_size ", vocab_size, " is below the 256 byte tokens");
   std::vector<Word> words;
   for (const auto& [piece, n] : counts.pieces()) {
@@ -67,7 +69,10 @@ std::vector<std::pair<uint32_t, uint32_t>> train_bpe_merges(const PieceCounts& c
   const uint64_t wanted = vocab_size - 256;
   std::vector<uint32_t> visited(words.size(), 0);  // the merge that last rewrote each word (+1)
   std::vector<uint32_t> rewritten;
-  while (merges.size() < wanted && !heap.empty()) {
+  std::vector<uint64_t> length(256, 1);  // bytes of each token
+  uint64_t total_bytes = 256;
+  bool full = false;  // the next merge would not fit kMaxVocabularyBytes
+  while (merges.size() < wanted && !heap.empty() && !full) {
     const Candidate top = heap.top();
     heap.pop();
     const auto found = pair_count.find(top.pair);
@@ -77,6 +82,12 @@ std::vector<std::pair<uint32_t, uint32_t>> train_bpe_merges(const PieceCounts& c
       continue;
     }
     const auto left = uint32_t(top.pair >> 32), right = uint32_t(top.pair);
+    if (total_bytes + length[left] + length[right] > kMaxVocabularyBytes) {
+      full = true;
+      continue;
+    }
+    length.push_back(length[left] + length[right]);
+    total_bytes += length.back();
     const auto merged = uint32_t(256 + merges.size());
     merges.emplace_back(left, right);
     const auto stamp = uint32_t(merges.size());
@@ -113,6 +124,10 @@ std::vector<std::pair<uint32_t, uint32_t>> train_bpe_merges(const PieceCounts& c
     for (const auto& [key, unused] : grown) heap.push({pair_count[key], key});
     if (progress && merges.size() % 256 == 0) progress(merges.size());
   }
+  if (end != nullptr)
+    *end = merges.size() == wanted ? BpeTrainingEnd::size_reached
+           : full                  ? BpeTrainingEnd::vocabulary_bytes
+                                   : BpeTrainingEnd::no_pair_left;
   return merges;
 }
 

@@ -6,7 +6,8 @@
 // touched, found through an index from pair to words), and the next pair comes off a max-heap
 // whose stale entries are re-pushed with their current count when they surface. Ties go to the
 // smaller (left, right), so training is deterministic. It stops at the requested size, or earlier
-// when no adjacent pair is left.
+// when no adjacent pair is left or the next merge would take the vocabulary's tokens past
+// kMaxVocabularyBytes (data/bpe_model.h: lathe refuses to load such a table).
 #pragma once
 
 #include <cstdint>
@@ -36,9 +37,13 @@ class PieceCounts {
   uint64_t total_ = 0;
 };
 
+// Why training stopped.
+enum class BpeTrainingEnd { size_reached, no_pair_left, vocabulary_bytes };
+
 // Merges for a vocabulary of `vocab_size` ordinary tokens (256 bytes + vocab_size - 256 merges).
-// `progress(merges_done)` is called now and then.
+// `progress(merges_done)` is called now and then; `end`, when given, says why it stopped.
 std::vector<std::pair<uint32_t, uint32_t>> train_bpe_merges(const PieceCounts& counts, uint64_t vocab_size,
-                                                            const std::function<void(size_t)>& progress = {});
+                                                            const std::function<void(size_t)>& progress = {},
+                                                            BpeTrainingEnd* end = nullptr);
 
 }  // namespace lathe::data

@@ -135,7 +135,7 @@ Gpt2Vocab parse_gpt2_vocab(const std::string& vocab_text, const std::string& voc
   try {
     return {BpeModel(byte_ids, std::move(merges), std::move(bytes)), eot};
   } catch (const Error& e) {
-    LATHE_FAIL(vocab_bpe, ": ", e.what());
+    LATHE_FAIL(vocab_bpe, ": ", e.what(), " (merge i is line i + 2)");
   }
 }
 

@@ -4,6 +4,8 @@
 #include <pcre2.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <mutex>
 
 #include "core/error.h"
 
@@ -21,13 +23,25 @@ constexpr const char* kGpt4Regex =
     R"(|\p{White_Space}*[\r\n]|\p{White_Space}+(?!\P{White_Space})|\p{White_Space}+)";
 
 // The JIT's stack grows up to this: whitespace runs of megabytes backtrack through
-// \s+(?!\S) without running out.
+// \s+(?!\S) without running out. The interpreter's backtracking heap gets the same bound (its
+// default, 20 MB, is PCRE2's and not a choice of lathe's); past it, or past PCRE2's match limit,
+// a match fails with PCRE2's message, naming the byte, instead of growing or running on.
 constexpr size_t kJitStackMax = size_t(64) << 20;
+constexpr uint32_t kInterpreterHeapKiB = uint32_t(kJitStackMax >> 10);
 
 std::string pcre2_message(int code) {
   PCRE2_UCHAR buf[256];
   pcre2_get_error_message(code, buf, sizeof buf);
   return reinterpret_cast<const char*>(buf);
+}
+
+// Once per process: a PCRE2 without the JIT is slower, not wrong, so it is said and not refused.
+void note_no_jit(int code) {
+  static std::once_flag once;
+  std::call_once(once, [code] {
+    std::fprintf(stderr, "lathe: note: PCRE2 cannot compile the pre-tokenizer with its JIT (%s); its interpreter "
+                 "runs it, several times slower\n", pcre2_message(code).c_str());
+  });
 }
 
 }  // namespace
@@ -47,7 +61,8 @@ struct Pretokenizer::Compiled {
   ~Compiled() { pcre2_code_free(code); }
 };
 
-Pretokenizer::Pretokenizer(PretokenPattern pattern) : pattern_(pattern), compiled_(std::make_unique<Compiled>()) {
+Pretokenizer::Pretokenizer(PretokenPattern pattern, RegexEngine engine)
+    : pattern_(pattern), engine_(engine), compiled_(std::make_unique<Compiled>()) {
   int err = 0;
   PCRE2_SIZE at = 0;
   const char* regex = pretoken_pattern_regex(pattern);
@@ -55,8 +70,12 @@ Pretokenizer::Pretokenizer(PretokenPattern pattern) : pattern_(pattern), compile
                                   PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &at, nullptr);
   LATHE_CHECK(compiled_->code != nullptr, "pre-tokenizer ", pretoken_pattern_name(pattern), ": PCRE2 cannot compile ",
               "the pattern at offset ", at, ": ", pcre2_message(err));
-  // Without the JIT PCRE2 still matches, several times slower; a build without it is not an error.
-  pcre2_jit_compile(compiled_->code, PCRE2_JIT_COMPLETE);
+  if (engine_ == RegexEngine::jit) {
+    if (const int rc = pcre2_jit_compile(compiled_->code, PCRE2_JIT_COMPLETE); rc != 0) {
+      engine_ = RegexEngine::interpreter;
+      note_no_jit(rc);
+    }
+  }
 }
 
 Pretokenizer::~Pretokenizer() = default;
@@ -75,9 +94,14 @@ struct Pretokenizer::Scanner::Impl {
 Pretokenizer::Scanner::Scanner(const Pretokenizer& p) : p_(p), impl_(std::make_unique<Impl>()) {
   impl_->match = pcre2_match_data_create_from_pattern(p.compiled_->code, nullptr);
   impl_->context = pcre2_match_context_create(nullptr);
-  impl_->stack = pcre2_jit_stack_create(32 << 10, kJitStackMax, nullptr);
-  LATHE_CHECK(impl_->match && impl_->context && impl_->stack, "pre-tokenizer: out of memory for PCRE2's match data");
-  pcre2_jit_stack_assign(impl_->context, nullptr, impl_->stack);
+  LATHE_CHECK(impl_->match && impl_->context, "pre-tokenizer: out of memory for PCRE2's match data");
+  if (p.engine() == RegexEngine::jit) {
+    impl_->stack = pcre2_jit_stack_create(32 << 10, kJitStackMax, nullptr);
+    LATHE_CHECK(impl_->stack, "pre-tokenizer: out of memory for PCRE2's JIT stack");
+    pcre2_jit_stack_assign(impl_->context, nullptr, impl_->stack);
+  } else {
+    pcre2_set_heap_limit(impl_->context, kInterpreterHeapKiB);
+  }
 }
 
 Pretokenizer::Scanner::~Scanner() = default;

@@ -24,6 +24,10 @@ namespace lathe::data {
 
 enum class PretokenPattern { gpt2, gpt4 };
 
+// Who runs the pattern: PCRE2's JIT (the default; several times faster) or its interpreter, which
+// a build of PCRE2 without the JIT falls back to (and tests use to compare the two).
+enum class RegexEngine { jit, interpreter };
+
 // "gpt2" or "gpt4"; throws lathe::Error for another name.
 PretokenPattern parse_pretoken_pattern(const std::string& name);
 const char* pretoken_pattern_name(PretokenPattern p);
@@ -34,12 +38,15 @@ const char* pretoken_pattern_regex(PretokenPattern p);
 // own match data (see Scanner).
 class Pretokenizer {
  public:
-  explicit Pretokenizer(PretokenPattern pattern);
+  // Asked for the JIT where PCRE2 cannot compile the pattern with it, the interpreter runs it,
+  // said once per process on stderr.
+  explicit Pretokenizer(PretokenPattern pattern, RegexEngine engine = RegexEngine::jit);
   ~Pretokenizer();
   Pretokenizer(const Pretokenizer&) = delete;
   Pretokenizer& operator=(const Pretokenizer&) = delete;
 
   PretokenPattern pattern() const { return pattern_; }
+  RegexEngine engine() const { return engine_; }  // the one that runs, after any fallback
 
   // Calls piece(begin, end) for every piece of text[from, to), in order. `from` and `to` must be
   // piece boundaries of the whole text (0, text.size(), or a split point from split_points); the
@@ -71,6 +78,7 @@ class Pretokenizer {
 
  private:
   PretokenPattern pattern_;
+  RegexEngine engine_;
   struct Compiled;
   std::unique_ptr<Compiled> compiled_;
 };

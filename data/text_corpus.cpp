@@ -41,14 +41,24 @@ bool stat_entry(const fs::path& path, const std::string& corpus, struct stat& st
 std::vector<std::string> files_under(const fs::path& dir) {
   std::vector<fs::path> found;
   // Links to directories are not followed: a link cycle would never end.
-  auto it = fs::recursive_directory_iterator(dir);
-  for (auto end = fs::recursive_directory_iterator(); it != end; ++it) {
-    if (is_hidden(it->path())) {
-      std::error_code ec;  // a hidden link loop is skipped like any hidden entry
-      if (it->is_directory(ec)) it.disable_recursion_pending();
-      continue;
+  std::error_code ec;
+  auto it = fs::recursive_directory_iterator(dir, ec);
+  LATHE_CHECK(!ec, "corpus ", dir.string(), ": cannot read the directory: ", ec.message());
+  for (auto end = fs::recursive_directory_iterator(); it != end;) {
+    const fs::path here = it->path();
+    std::error_code kind;  // a hidden link loop is skipped like any hidden entry
+    const bool directory = it->is_directory(kind) && !it->is_symlink(kind);
+    if (is_hidden(here)) {
+      if (directory) it.disable_recursion_pending();
+    } else {
+      found.push_back(here);
     }
-    found.push_back(it->path());
+    // Stepping on either enters `here` (a directory) or reads the next entry beside it; a failure
+    // names the directory that could not be read.
+    const bool entering = directory && it.recursion_pending();
+    it.increment(ec);
+    LATHE_CHECK(!ec, "corpus ", dir.string(), ": cannot read the directory ",
+                (entering ? here : here.parent_path()).string(), ": ", ec.message());
   }
   std::sort(found.begin(), found.end());
   std::vector<std::string> files;
@@ -83,13 +93,7 @@ TextCorpus TextCorpus::open(const std::string& path) {
   c.path_ = path;
   c.open_files_ = std::make_unique<OpenFiles>();
   if (S_ISDIR(corpus_kind(path))) {
-    std::vector<std::string> paths;
-    try {
-      paths = files_under(path);
-    } catch (const fs::filesystem_error& e) {
-      LATHE_FAIL("corpus ", path, ": cannot list ", e.path1().string(), ": ", e.code().message());
-    }
-    for (const std::string& p : paths) {
+    for (const std::string& p : files_under(path)) {
       CorpusFile f;
       FileHandle fd = open_regular_file(p, "corpus file", f);
       if (f.size == 0 || looks_binary(fd.get(), f)) continue;

@@ -15,7 +15,7 @@ bool is_token_shard_dir(const std::string& path) {
   for (auto it = std::filesystem::directory_iterator(path, ec); !ec && it != std::filesystem::directory_iterator();
        it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (name.rfind("shard_", 0) == 0 && name.size() > 4 && name.substr(name.size() - 4) == ".bin") return true;
+    if (is_shard_name(name)) return true;
   }
   return false;
 }
@@ -23,7 +23,7 @@ bool is_token_shard_dir(const std::string& path) {
 TokenDataset::TokenDataset(const std::string& dir, int64_t block_size)
     : manifest_(read_shard_manifest(dir)),
       tokenizer_(std::make_unique<BpeTokenizer>(load_tokenizer(manifest_.tokenizer, "token shards " + dir))),
-      shards_(TokenShards::open(dir, tokenizer_->vocab_size())),
+      shards_(TokenShards::open(dir, manifest_, *tokenizer_)),
       block_size_(block_size) {
   LATHE_CHECK(block_size_ > 0, "TokenDataset: block_size must be positive, got ", block_size_);
   const size_t n = shards_.size();

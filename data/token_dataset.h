@@ -4,9 +4,11 @@
 // The shards in name order are one stream; its first 90% of tokens are the training split and the
 // last 10% the validation split, as a byte corpus is cut (so validation is the end of the last
 // documents, never text the model trained on). Windows are drawn exactly as from a byte corpus.
-// The tokenizer named in tokenizer.json is loaded and checked against its checksum: samples decode
-// with it, and the validation split's byte count (the sum of its tokens' lengths) turns a loss per
-// token into bits per byte.
+// The tokenizer named in tokenizer.json is loaded and checked against its checksum, and the
+// directory against the manifest (TokenShards::open): samples decode with it, and the validation
+// split's byte count (the sum of its tokens' lengths) turns a loss per token into bits per byte.
+// Each shard's checksum is checked when it is first read: at opening for the validation split's
+// (its bytes are counted then), during training for the others.
 #pragma once
 
 #include <memory>
@@ -23,8 +25,9 @@ bool is_token_shard_dir(const std::string& path);
 
 class TokenDataset : public Dataset {
  public:
-  // Throws lathe::Error naming the directory or the file at fault: no tokenizer.json, a tokenizer
-  // that is gone or changed, a bad shard, a stream shorter than a window in either split.
+  // Throws lathe::Error naming the directory or the file at fault: no tokenizer.json or one that
+  // disagrees with the directory or the tokenizer, a tokenizer that is gone or changed, a bad
+  // shard, a stream shorter than a window in either split.
   TokenDataset(const std::string& dir, int64_t block_size);
 
   const BpeTokenizer& tokenizer() const { return *tokenizer_; }

@@ -2,7 +2,8 @@
 // version, [2] the token count -- then the tokens. Magic 20240520 (version 1) stores uint16
 // tokens, for vocabularies up to 65,536 ids; magic 20240801 (version 7, llm.c's Llama 3 files)
 // stores uint32. A directory holds DIR/shard_000000.bin, shard_000001.bin, ...; read in name
-// order they are one token stream, and DIR/tokenizer.json says which tokenizer made it.
+// order they are one token stream, and DIR/tokenizer.json (data/shard_manifest.h) says which
+// tokenizer made it and lists every shard with its token count and checksum.
 //
 // The reader maps each shard read-only (mmap) instead of reading it: a corpus of gigabytes costs
 // address space, not memory, and a window is a copy out of the page cache. A mapped file that
@@ -10,13 +11,16 @@
 // atomically (a temporary renamed over the name), so a reader only ever maps whole files.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "data/bpe_tokenizer.h"
+#include "data/shard_manifest.h"
 
 namespace lathe::data {
 
@@ -27,31 +31,18 @@ inline constexpr int32_t kShardVersion32 = 7;
 inline constexpr size_t kShardHeaderInts = 256;
 inline constexpr size_t kShardHeaderBytes = kShardHeaderInts * 4;
 
-std::string shard_path(const std::string& dir, size_t index);  // DIR/shard_000042.bin
-std::string shard_tokenizer_path(const std::string& dir);      // DIR/tokenizer.json
-
-// What DIR/tokenizer.json records: the tokenizer and the size of the stream.
-struct ShardManifest {
-  TokenizerIdentity tokenizer;
-  uint64_t vocab_size = 0;  // ids including end-of-text
-  uint32_t end_of_text = 0;
-  uint64_t documents = 0;
-  uint64_t tokens = 0;
-  uint64_t text_bytes = 0;  // bytes of the documents (end-of-text tokens stand for none)
-  size_t shards = 0;
-};
-void write_shard_manifest(const std::string& dir, const ShardManifest& m);
-// Throws lathe::Error naming the file when it is missing or malformed.
-ShardManifest read_shard_manifest(const std::string& dir);
+// Whether a vocabulary of `vocab_size` ids needs uint32 tokens (the second magic).
+inline bool wide_tokens(uint64_t vocab_size) { return vocab_size > 65536; }
 
 // Writes a token stream as shards of `shard_tokens` tokens each (the last one shorter), each file
-// atomically. Tokens are uint16 when vocab_size <= 65,536, else uint32.
+// atomically, and keeps the record of each (name, tokens, checksum) for the manifest. Tokens are
+// uint16 when vocab_size <= 65,536, else uint32.
 class ShardWriter {
  public:
   ShardWriter(std::string dir, uint64_t vocab_size, size_t shard_tokens);
   void append(const uint32_t* ids, size_t n);
-  // Writes the last partial shard; returns the number of shards written.
-  size_t finish();
+  // Writes the last partial shard; returns the records of all shards written.
+  const std::vector<ShardRecord>& finish();
 
  private:
   void flush();
@@ -59,16 +50,20 @@ class ShardWriter {
   bool wide_;
   size_t shard_tokens_;
   std::vector<uint32_t> pending_;
-  size_t written_ = 0;
+  std::vector<ShardRecord> written_;
 };
 
 // The shards of a directory, mapped read-only, as one token stream.
 class TokenShards {
  public:
-  // Maps DIR/shard_*.bin in name order (the names must run 000000, 000001, ... with no gap) and
-  // checks each: the header's magic and version, its token count against the file's size, every
-  // token below `vocab_size`. Throws lathe::Error naming the file at fault.
-  static TokenShards open(const std::string& dir, uint64_t vocab_size);
+  // Maps the shards `manifest` lists (read from `dir` by read_shard_manifest) and checks the
+  // directory against it and against `tok`, the tokenizer it names: vocab_size, end-of-text and
+  // kind; the shard files, none missing and no other shard_*.bin; each header's magic (the token
+  // width of the vocabulary), version and token count against the manifest's and the file's size.
+  // Each shard's checksum and its tokens (every one below vocab_size, so that a batch never
+  // indexes past the embedding) are checked when the shard is first read: opening costs no pass
+  // over the data. Throws lathe::Error naming the file or field at fault and what was expected.
+  static TokenShards open(const std::string& dir, const ShardManifest& manifest, const BpeTokenizer& tok);
   ~TokenShards();
   TokenShards(TokenShards&&) noexcept;
   TokenShards& operator=(TokenShards&&) noexcept;
@@ -76,7 +71,9 @@ class TokenShards {
   const std::string& dir() const { return dir_; }
   size_t size() const { return total_; }  // tokens
   size_t shard_count() const { return shards_.size(); }
-  // Copies tokens [begin, begin + n) of the stream (which may span shards) into `out`.
+  // Copies tokens [begin, begin + n) of the stream (which may span shards) into `out`. The first
+  // read of a shard checks it (see open) and throws lathe::Error naming it when it is damaged, on
+  // that and every later read. Safe to call from several threads at once.
   void read(size_t begin, size_t n, int64_t* out) const;
 
  private:
@@ -87,9 +84,17 @@ class TokenShards {
     size_t bytes = 0;
     size_t tokens = 0;
     bool wide = false;
+    std::string checksum;  // the manifest's
   };
+  void check_first_read(size_t shard) const;
+  void release() noexcept;
   std::string dir_;
+  uint64_t vocab_size_ = 0;
   std::vector<Mapped> shards_;
+  // Whether each shard has been checked; checks run one at a time under the mutex. (Held by
+  // pointer so that the object moves.)
+  std::unique_ptr<std::atomic<bool>[]> verified_;
+  std::unique_ptr<std::mutex> verify_mutex_;
   std::vector<size_t> starts_;
   size_t total_ = 0;
 };

@@ -1,12 +1,24 @@
 #include "data/tokenize_corpus.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <exception>
 #include <filesystem>
+#include <regex>
 
 #include "core/error.h"
+#include "data/corpus_file.h"
 #include "data/text_dataset.h"
+#include "serialize/directory_lock.h"
 
 namespace lathe::data {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -14,16 +26,101 @@ namespace {
 // their ids (4 bytes per token) stay well within memory.
 constexpr size_t kBatchBytes = size_t(64) << 20;
 
+// `p` absolute, without links, "." or ".." as far as it exists, and without a trailing slash.
+fs::path resolved(const std::string& p) {
+  std::error_code ec;
+  fs::path r = fs::weakly_canonical(fs::absolute(p, ec), ec);
+  if (ec) r = fs::path(p).lexically_normal();
+  if (!r.has_filename() && r.has_parent_path()) r = r.parent_path();
+  return r;
+}
+
+// Whether `inner` is `outer` or lies under it.
+bool within(const fs::path& inner, const fs::path& outer) {
+  return std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end()).first == outer.end();
+}
+
+// --out may neither be --data nor lie inside it: the next tokenize of that corpus would read the
+// manifest as a document. Nor may it hold --data: --out is rewritten.
+void check_apart(const std::string& data, const std::string& out) {
+  const fs::path d = resolved(data), o = resolved(out);
+  const std::string again = ": the next lathe tokenize of that corpus would read the shards and tokenizer.json "
+                            "written here as documents; choose an --out outside the corpus";
+  LATHE_CHECK(d != o, "--out ", out, " and --data ", data, " are the same directory", again);
+  LATHE_CHECK(!within(o, d), "--out ", out, " lies inside --data ", data, again);
+  LATHE_CHECK(!within(d, o), "--data ", data, " lies inside --out ", out,
+              ", which lathe tokenize rewrites; choose an --out that does not hold the corpus");
+}
+
+// The temporary files of atomic writes of shards and manifests (serialize/atomic_file.cpp names
+// them .<name>.tmp-<pid>-<counter>-<clock>-<attempt>): under the lock, every one is a killed
+// writer's.
+bool is_shard_temp_name(const std::string& name) {
+  static const std::regex temp(R"(\.(shard_[0-9]+\.bin|tokenizer\.json)\.tmp-[0-9]+-[0-9]+-[0-9a-f]+-[0-9]+)");
+  return std::regex_match(name, temp);
+}
+
+void sync_directory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  LATHE_CHECK(fd >= 0, "--out ", dir, ": cannot open the directory to sync it: ", std::strerror(errno));
+  const int rc = ::fsync(fd), err = errno;
+  ::close(fd);
+  LATHE_CHECK(rc == 0 || err == EINVAL || err == ENOTSUP, "--out ", dir, ": cannot sync the directory: ",
+              std::strerror(err));
+}
+
+// Removes every shard and every temporary file of a killed writer from `out` (whatever their
+// numbering), durably, and names on `log` the entries it leaves because they are not lathe's.
+void remove_old_shards(const std::string& out, std::FILE* log) {
+  std::vector<std::string> others;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(out, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (is_shard_name(name) || is_shard_temp_name(name)) {
+      std::error_code rm;
+      fs::remove(it->path(), rm);
+      LATHE_CHECK(!rm, "--out ", out, ": cannot remove the old ", name, ": ", rm.message());
+    } else if (name != ".lock" && name != "tokenizer.json") {
+      others.push_back(name);
+    }
+  }
+  LATHE_CHECK(!ec, "--out ", out, ": cannot list the directory: ", ec.message());
+  sync_directory(out);
+  if (log == nullptr || others.empty()) return;
+  std::sort(others.begin(), others.end());
+  std::string names;
+  for (size_t i = 0; i < others.size() && i < 5; ++i) names += (i ? ", " : "") + others[i];
+  if (others.size() > 5) names += ", ...";
+  std::fprintf(log, "note: %s also holds %zu entr%s that lathe tokenize did not write, left as they are: %s\n",
+               out.c_str(), others.size(), others.size() == 1 ? "y" : "ies", names.c_str());
+}
+
+// OUT as an existing directory, created if need be.
+void make_out_directory(const std::string& out) {
+  struct stat st {};
+  if (::stat(out.c_str(), &st) == 0) {
+    LATHE_CHECK(S_ISDIR(st.st_mode), "--out ", out, ": is ", file_kind_name(st.st_mode), ", not a directory");
+    return;
+  }
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  LATHE_CHECK(!ec, "--out ", out, ": cannot create the directory: ", ec.message());
+}
+
 }  // namespace
 
 ShardManifest tokenize_corpus(const BpeTokenizer& tok, const std::string& data, const std::string& out,
                               size_t shard_tokens, int threads, std::FILE* log) {
+  check_apart(data, out);
   const TextCorpus corpus = TextCorpus::open(data);
-  std::error_code ec;
-  std::filesystem::create_directories(out, ec);
-  LATHE_CHECK(!ec, "--out ", out, ": cannot create the directory: ", ec.message());
-  // Old shards past the new last one would join the stream when it is read.
-  for (size_t i = 0; std::filesystem::exists(shard_path(out, i)); ++i) std::filesystem::remove(shard_path(out, i));
+  make_out_directory(out);
+  const serialize::DirectoryLock lock(out, "lathe tokenize", "shard directory");
+  // From here until the last line a reader finds the "writing" manifest, never old and new shards
+  // mixed: the old manifest goes first (atomically, durably), then every old shard, and the new
+  // manifest is written last, after every new shard is durable.
+  check_manifest_replaceable(out, "--out");
+  write_writing_manifest(out, "lathe tokenize (process " + std::to_string(::getpid()) + ")");
+  remove_old_shards(out, log);
 
   ShardManifest m;
   m.tokenizer = tok.identity();
@@ -71,8 +168,8 @@ ShardManifest tokenize_corpus(const BpeTokenizer& tok, const std::string& data, 
   if (log != nullptr)
     std::fprintf(log, "tokenized %s: %llu documents, %llu bytes -> %llu tokens (%.3f bytes/token) in %zu shard%s of %s\n",
                  data.c_str(), (unsigned long long)m.documents, (unsigned long long)m.text_bytes,
-                 (unsigned long long)m.tokens, double(m.text_bytes) / double(m.tokens), m.shards,
-                 m.shards == 1 ? "" : "s", out.c_str());
+                 (unsigned long long)m.tokens, double(m.text_bytes) / double(m.tokens), m.shards.size(),
+                 m.shards.size() == 1 ? "" : "s", out.c_str());
   return m;
 }
 

@@ -44,28 +44,26 @@ Tensor CausalSelfAttention::forward(const Tensor& x, KVCache* cache) const {
   LATHE_CHECK(x.dim() == 3 && x.size(2) == n_embd, "CausalSelfAttention: input ", x.desc(), " must be [B, T, ",
               n_embd, "]");
   const int64_t B = x.size(0), T = x.size(1), C = n_embd, H = n_head, hs = C / H;
-
-  // q, k, v stay views into the one projection output: [B, T, 3C] -> three [B, H, T, hs].
-  Tensor qkv = c_attn.forward(x);
-  auto head_view = [&](int64_t i) { return qkv.narrow(2, i * C, C).view({B, T, H, hs}).transpose(1, 2); };
   const double scale = 1.0 / std::sqrt(double(hs));
   const PolicyRef& p = precision_;
 
-  // Training and full-sequence forwards on the CPU in f32/f64 take the fused kernel: no [B, H, T, T]
-  // scores or probabilities are kept, and the masked half of the products is skipped. A KV cache,
-  // attention dropout, a 16-bit precision or a backend without the kernel take the composed path.
+  // q, k, v stay views into the one projection output, in the products' dtype:
+  // [B, T, 3C] -> three [B, H, T, hs].
+  const Tensor qkv = p.cast(OpClass::matmul, c_attn.forward(x));
+  auto head_view = [&](int64_t i) { return qkv.narrow(2, i * C, C).view({B, T, H, hs}).transpose(1, 2); };
+
+  // Wherever the backend fuses attention for the products' dtype, one kernel does it all: it takes
+  // q, k and v in that dtype and computes the scores and their softmax in f32 (f64 for f64), as
+  // the policy's softmax class asks (nn/precision.h), without keeping [B, H, T, Tk] scores or
+  // probabilities, and skipping the masked half of the products. Training reads the heads straight
+  // out of the projection (causal_attention_qkv); sampling with a KV cache runs its queries against
+  // the cached keys. Attention dropout, which masks the probabilities, takes the composed path.
   const bool attn_dropout_active = attn_dropout.is_training() && attn_dropout.p > 0.0;
-  const Tensor q_in = p.cast(OpClass::matmul, head_view(0));
-  if (!cache && !attn_dropout_active && (q_in.dtype() == DType::f32 || q_in.dtype() == DType::f64) &&
-      q_in.dtype() == p.cast(OpClass::softmax, q_in).dtype() && backend_for(x.device()).has_fused_attention()) {
-    Tensor y = causal_attention_qkv(p.cast(OpClass::matmul, qkv), H, scale);  // [B, T, C]
-    return resid_dropout.forward(c_proj.forward(y));
-  }
+  const bool fused =
+      !attn_dropout_active && backend_for(x.device()).fuses(FusedKernel::causal_attention, qkv.dtype(), hs);
+  if (fused && !cache) return resid_dropout.forward(c_proj.forward(causal_attention_qkv(qkv, H, scale)));
 
-  // Scaling q (T x hs values) is cheaper than scaling the scores (T x T).
-  Tensor q = mul(head_view(0), scale);
   Tensor k = head_view(1), v = head_view(2);
-
   int64_t past = 0;
   if (cache) {
     LATHE_CHECK(!grad_enabled() || !x.requires_grad(),
@@ -88,13 +86,20 @@ Tensor CausalSelfAttention::forward(const Tensor& x, KVCache* cache) const {
   }
   const int64_t Tk = past + T;
 
-  Tensor att = matmul(p.cast(OpClass::matmul, q), p.cast(OpClass::matmul, k).transpose(-2, -1));  // [B, H, T, Tk]
-  att = p.cast(OpClass::softmax, att);
-  // One query at the newest position sees every key: no mask needed.
-  if (T > 1) att = add(att, causal_bias(T, Tk, past, att.dtype(), att.device()));
-  att = attn_dropout.forward(softmax(att, -1));
-  Tensor y = matmul(p.cast(OpClass::matmul, att), p.cast(OpClass::matmul, v));  // [B, H, T, hs]
-  y = y.transpose(1, 2).reshape({B, T, C});                    // heads side by side again
+  Tensor y;  // [B, H, T, hs]
+  if (fused) {
+    y = causal_attention(head_view(0), k, v, scale);  // the queries come after the `past` cached keys
+  } else {
+    // Scaling q (T x hs values) is cheaper than scaling the scores (T x Tk).
+    const Tensor q = mul(head_view(0), scale);
+    Tensor att = matmul(p.cast(OpClass::matmul, q), p.cast(OpClass::matmul, k).transpose(-2, -1));  // [B, H, T, Tk]
+    att = p.cast(OpClass::softmax, att);
+    // One query at the newest position sees every key: no mask needed.
+    if (T > 1) att = add(att, causal_bias(T, Tk, past, att.dtype(), att.device()));
+    att = attn_dropout.forward(softmax(att, -1));
+    y = matmul(p.cast(OpClass::matmul, att), p.cast(OpClass::matmul, v));
+  }
+  y = y.transpose(1, 2).reshape({B, T, C});  // heads side by side again
   return resid_dropout.forward(c_proj.forward(y));
 }
 

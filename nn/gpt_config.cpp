@@ -72,6 +72,14 @@ nlohmann::json GPTConfig::to_json() const {
 
 GPTConfig GPTConfig::from_json(const nlohmann::json& j) {
   LATHE_CHECK(j.is_object(), "GPT config: expected a JSON object, got ", brief(j));
+  // A misspelt field would otherwise leave its default in place without a word.
+  const nlohmann::json known = GPTConfig{}.to_json();
+  for (const auto& [key, value] : j.items()) {
+    if (known.contains(key)) continue;
+    std::string fields;
+    for (const auto& [k, _] : known.items()) fields += (fields.empty() ? "" : ", ") + k;
+    LATHE_FAIL("GPT config: unknown field ", brief(key), " (the fields are ", fields, ")");
+  }
   GPTConfig c;
   c.vocab_size = required_int(j, "vocab_size");
   c.block_size = required_int(j, "block_size");

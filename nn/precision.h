@@ -7,9 +7,9 @@
 //
 //   op class           f32    bf16   fp16    where the model asks
 //   matmul             f32    bf16   f16     Linear (input; weight and bias read from f32 copies cast
-//                                            once per step), attention's q@k^T and att@v
+//                                            once per step); attention's q, k, v
 //   activation         f32    bf16   f16     GELU (the epilogue of c_fc's product)
-//   softmax            f32    f32    f32     attention scores (the causal bias is added in f32), sampling
+//   softmax            f32    f32    f32     attention scores and softmax (inside the fused kernel), sampling
 //   layer_norm         f32    bf16   f16     ln_1, ln_2, ln_f: statistics in f32 from the f32 stream,
 //                                            output written in the dtype of the product that reads it
 //   residual           f32    f32    f32     the residual stream: x + attn(...), x + mlp(...), each
@@ -18,6 +18,10 @@
 //   loss               f32    bf16   f32     logits handed to the fused classifier (f32 arithmetic
 //                                            inside); fp16 keeps f32 logits, since its unscaled
 //                                            gradient (probabilities / rows, ~1e-9) underflows f16
+//
+// Fused attention (core/ops/nn_attention.cpp) takes q, k, v in the matmul dtype and computes the
+// scores, softmax and accumulators in f32, rounding its output once: both classes in one kernel.
+// Only attention dropout, or a backend without the kernel, composes it with the casts above.
 //
 // The model's forward asks the table at each of those places (`policy.cast(OpClass::matmul, x)`,
 // `policy.output_dtype(...)` for an op that writes the dtype itself), so the dtypes are decided here

@@ -32,20 +32,34 @@ bool ParamGroup::flag(const std::string& key) const {
 
 // ---------------------------------------------------------------- Optimizer
 
-size_t Optimizer::add_param_group(const std::vector<Tensor>& params, const nlohmann::json& options) {
+size_t Optimizer::add_param_group(const std::vector<Tensor>& params, const nlohmann::json& options,
+                                  const std::vector<std::string>& names) {
   const std::string k = kind();
   LATHE_CHECK(!params.empty(), k, ": add_param_group got an empty parameter list");
+  LATHE_CHECK(names.empty() || names.size() == params.size(), k, ": add_param_group got ", names.size(),
+              " names for ", params.size(), " parameters");
   nlohmann::json opts = checked_options(options);
+  for (size_t j = 0; j < params.size(); ++j) {
+    const Tensor& p = params[j];
+    const std::string what = names.empty() ? "parameter " + std::to_string(j) + " of the new group"
+                                           : "parameter \"" + names[j] + "\"";
+    LATHE_CHECK(p.defined(), k, ": ", what, " is an undefined tensor");
+    LATHE_CHECK(is_floating(p.dtype()), k, ": ", what, " is ", p.desc(), "; only floating tensors can be optimized");
+    LATHE_CHECK(p.is_leaf(), k, ": ", what, " (", p.desc(),
+                ") is not a leaf tensor; optimize the tensor you created, not a result of an op");
+    check_param(p, what + " (" + p.desc() + ")");
+  }
+  const size_t g = append_group(params, std::move(opts));
+  store_options(g, groups_[g].options);
+  init_group_state(g);
+  return g;
+}
 
-  ParamGroup g;
+size_t Optimizer::append_group(const std::vector<Tensor>& params, nlohmann::json options) {
+  const std::string k = kind();
   std::map<TensorImpl*, int64_t> seen;
   for (size_t j = 0; j < params.size(); ++j) {
     const Tensor& p = params[j];
-    LATHE_CHECK(p.defined(), k, ": parameter ", j, " of the new group is an undefined tensor");
-    LATHE_CHECK(is_floating(p.dtype()), k, ": parameter ", j, " of the new group is ", p.desc(),
-                "; only floating tensors can be optimized");
-    LATHE_CHECK(p.is_leaf(), k, ": parameter ", j, " of the new group (", p.desc(),
-                ") is not a leaf tensor; optimize the tensor you created, not a result of an op");
     auto it = index_of_.find(p.id());
     LATHE_CHECK(it == index_of_.end(), k, ": parameter ", j, " of the new group (", p.desc(),
                 ") is already parameter ", it == index_of_.end() ? 0 : it->second,
@@ -54,6 +68,7 @@ size_t Optimizer::add_param_group(const std::vector<Tensor>& params, const nlohm
                 ") appears twice in it (first as parameter ", seen[p.id()], ")");
     seen[p.id()] = int64_t(j);
   }
+  ParamGroup g;
   for (const Tensor& p : params) {
     int64_t i = int64_t(params_.size());
     index_of_[p.id()] = i;
@@ -61,10 +76,8 @@ size_t Optimizer::add_param_group(const std::vector<Tensor>& params, const nlohm
     g.params.push_back(p);
     g.indices.push_back(i);
   }
-  g.options = std::move(opts);
+  g.options = std::move(options);
   groups_.push_back(std::move(g));
-  store_options(groups_.size() - 1, groups_.back().options);
-  init_group_state(groups_.size() - 1);
   return groups_.size() - 1;
 }
 
@@ -285,8 +298,7 @@ std::vector<StateEntry> Optimizer::state_entries() const {
   for (const StateSlot* s : declared_slots()) by_scope[size_t(s->scope())][s->key()] = s;
   std::vector<StateEntry> out;
   auto add = [&](StateScope scope, int64_t index, const StateSlot& s, const Tensor& t) {
-    std::string name =
-        std::string(scope_name(scope)) + "." + (index >= 0 ? std::to_string(index) + "." : "") + s.key();
+    std::string name = state_name(scope, index, s.key());
     // Per-parameter state of a sharded optimizer lives with its parameter on the owning process only.
     Placement policy = s.placement(fused_);
     if (sharded() && scope == StateScope::param && policy == Placement::with_param) policy = Placement::sharded;
@@ -303,22 +315,15 @@ std::vector<StateEntry> Optimizer::state_entries() const {
   return out;
 }
 
-namespace {
-struct ParsedName {
-  StateScope scope;
-  int64_t index = -1;
-  std::string key;
-};
-
-ParsedName parse_state_name(const std::string& k, const std::string& name) {
-  auto fail = [&]() -> ParsedName {
-    LATHE_FAIL(k, ": malformed state name \"", name,
+StateName parse_state_name(const std::string& owner, const std::string& name) {
+  auto fail = [&]() -> StateName {
+    LATHE_FAIL(owner, ": malformed state name \"", name,
                "\" (expected param.<i>.<key>, group.<g>.<key> or global.<key>)");
   };
   auto dot = name.find('.');
   if (dot == std::string::npos) return fail();
   std::string head = name.substr(0, dot), rest = name.substr(dot + 1);
-  if (head == "global") return rest.empty() ? fail() : ParsedName{StateScope::global, -1, rest};
+  if (head == "global") return rest.empty() ? fail() : StateName{StateScope::global, -1, rest};
   StateScope scope;
   if (head == "param") scope = StateScope::param;
   else if (head == "group") scope = StateScope::group;
@@ -329,21 +334,18 @@ ParsedName parse_state_name(const std::string& k, const std::string& name) {
   for (char c : num)
     if (c < '0' || c > '9') return fail();
   if (num.size() > 15) return fail();
-  return ParsedName{scope, std::stoll(num), rest.substr(dot2 + 1)};
+  return StateName{scope, std::stoll(num), rest.substr(dot2 + 1)};
 }
-}  // namespace
 
-void Optimizer::load_state(const std::map<std::string, StateSource>& sources) {
+std::string state_name(StateScope scope, int64_t index, const std::string& key) {
+  return std::string(scope_name(scope)) + "." + (index >= 0 ? std::to_string(index) + "." : "") + key;
+}
+
+std::vector<Optimizer::CheckedState> Optimizer::checked_state(const std::map<std::string, StateSource>& sources) const {
   const std::string k = kind();
-  // Validate everything first, so that a bad entry changes nothing.
-  struct Item {
-    ParsedName where;
-    StateSlot* slot;
-    const StateSource* src;
-  };
-  std::vector<Item> items;
+  std::vector<CheckedState> items;
   for (const auto& [name, src] : sources) {
-    ParsedName pn = parse_state_name(k, name);
+    StateName pn = parse_state_name(k, name);
     StateSlot* sp = declared(pn.scope, pn.key);
     LATHE_CHECK(sp != nullptr, k, ": state \"", name, "\" is not declared by this optimizer (", scope_name(pn.scope),
                 " state \"", pn.key, "\" unknown)");
@@ -376,9 +378,16 @@ void Optimizer::load_state(const std::map<std::string, StateSource>& sources) {
     }
     if (sp->scope() != StateScope::param)
       LATHE_CHECK(numel_of(shape) == 1, k, ": state \"", name, "\" must hold one value, got shape ", shape_str(shape));
-    items.push_back(Item{pn, sp, &src});
+    items.push_back(CheckedState{pn, sp, &src});
   }
-  for (const auto& it : items) {
+  return items;
+}
+
+void Optimizer::check_state(const std::map<std::string, StateSource>& sources) const { checked_state(sources); }
+
+void Optimizer::load_state(const std::map<std::string, StateSource>& sources) {
+  // Everything is checked first, so that a bad entry changes nothing.
+  for (const CheckedState& it : checked_state(sources)) {
     const int64_t index = it.where.index;
     Device target = target_device(*it.slot, index);
     DType dt = target_dtype(*it.slot, index);

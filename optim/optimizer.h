@@ -20,7 +20,7 @@
 // reads; ParamGroup::options is the JSON view of it under PyTorch's names, for callers and files.
 //
 // Checkpoint API (used by serialize/checkpoint):
-//   kind()            "sgd", "adam", "adamw", "prodigy"
+//   kind()            "sgd", "adam", "adamw", "prodigy", "muon"; "muon+adamw" for a Composite
 //   fused()           the mode, which picks each slot's policy
 //   groups_json()     [{"params": [i, ...], <hyperparameters under PyTorch names>}, ...]
 //   load_groups_json  restores hyperparameters (the param layout must match)
@@ -33,6 +33,10 @@
 //                     device that this optimizer's policy gives for where the parameters are now.
 //                     The policy stored in the file is accepted but not obeyed: a checkpoint saved
 //                     by a fused run resumes correctly in a plain run and back.
+//
+// Several optimizers over disjoint parameters step as one through optim::Composite
+// (optim/composite.h): the methods marked "virtual: a Composite routes it to its parts" are the
+// ones it answers from its parts, under its own numbering of parameters and groups.
 #pragma once
 
 #include <cstdint>
@@ -84,6 +88,18 @@ struct StateSource {
   std::variant<Tensor, HostBytes> value;
 };
 
+// A state name taken apart: "param.3.exp_avg" is {param, 3, "exp_avg"}, "global.step" {global, -1,
+// "step"}.
+struct StateName {
+  StateScope scope;
+  int64_t index = -1;
+  std::string key;
+};
+// Throws naming `owner` (an optimizer's kind) and the name when it is none of the three forms.
+StateName parse_state_name(const std::string& owner, const std::string& name);
+// The name of (scope, index, key): the inverse of parse_state_name.
+std::string state_name(StateScope scope, int64_t index, const std::string& key);
+
 // An optimizer is the set of its declared state slots (StateSet: declared_slots(), declared()).
 class Optimizer : public StateSet {
  public:
@@ -93,8 +109,10 @@ class Optimizer : public StateSet {
   bool fused() const { return fused_; }
 
   // Adds a group; `options` override the optimizer's defaults (unknown keys and invalid values
-  // are errors naming them). Returns the group number.
-  size_t add_param_group(const std::vector<Tensor>& params, const nlohmann::json& options = {});
+  // are errors naming them). Returns the group number. `names`, when given (one per parameter),
+  // name the parameters in errors. Virtual: a Composite takes no new groups.
+  virtual size_t add_param_group(const std::vector<Tensor>& params, const nlohmann::json& options = {},
+                                 const std::vector<std::string>& names = {});
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
   size_t num_params() const { return params_.size(); }
   const Tensor& param(int64_t i) const;
@@ -107,21 +125,25 @@ class Optimizer : public StateSet {
   int64_t step_count() const { return completed_steps_.value(); }
 
   double lr(size_t group) const;
-  void set_lr(size_t group, double value);  // validated like the option
+  // Validated like the option. Virtual: a Composite routes it to its parts.
+  virtual void set_lr(size_t group, double value);
   void set_lr_all(double value);
 
   // ---- state access by name, for callers and tests (undefined Tensor when absent) ----
-  Tensor state(int64_t param_index, const std::string& key) const;
-  Tensor group_state_tensor(size_t group, const std::string& key) const;
-  Tensor global_state_tensor(const std::string& key) const;
+  // Virtual: a Composite routes them to its parts.
+  virtual Tensor state(int64_t param_index, const std::string& key) const;
+  virtual Tensor group_state_tensor(size_t group, const std::string& key) const;
+  virtual Tensor global_state_tensor(const std::string& key) const;
   // Where the policy of `key` puts it now, for parameter / group `index` (-1 for global).
-  Device state_device(StateScope scope, int64_t index, const std::string& key) const;
+  virtual Device state_device(StateScope scope, int64_t index, const std::string& key) const;
 
-  // ---- checkpoint API (see the header comment) ----
-  nlohmann::json groups_json() const;
-  void load_groups_json(const nlohmann::json& groups);
-  std::vector<StateEntry> state_entries() const;
-  void load_state(const std::map<std::string, StateSource>& sources);
+  // ---- checkpoint API (see the header comment); virtual: a Composite routes them to its parts ----
+  virtual nlohmann::json groups_json() const;
+  virtual void load_groups_json(const nlohmann::json& groups);
+  virtual std::vector<StateEntry> state_entries() const;
+  virtual void load_state(const std::map<std::string, StateSource>& sources);
+  // Throws what load_state would throw for `sources`, and changes nothing.
+  virtual void check_state(const std::map<std::string, StateSource>& sources) const;
 
   // ---- state sharding (ZeRO-1 data parallelism, docs/design.md "Data parallelism") ----
   // From now on this optimizer keeps and updates the per-parameter state of parameters
@@ -130,13 +152,17 @@ class Optimizer : public StateSet {
   // the caller gathers the updated parameters). Groups, parameters and group / global state are
   // unchanged: a sharded optimizer tracks exactly what it tracked before. An optimizer whose update
   // reads every parameter's state at once (Prodigy's d) refuses.
-  void shard_state(int64_t begin, int64_t end);
+  // Virtual: a Composite shards each part over its share of the range.
+  virtual void shard_state(int64_t begin, int64_t end);
   bool sharded() const { return shard_end_ >= 0; }
   // Whether this optimizer keeps the state of parameter i (always, unless sharded).
   bool owns(int64_t i) const { return !sharded() || (i >= shard_begin_ && i < shard_end_); }
   // Drops the per-parameter state of parameters this optimizer does not own (after a restore or a
-  // checkpoint gathered the whole state here). Nothing when not sharded.
-  void release_unowned_state();
+  // checkpoint gathered the whole state here). Nothing when not sharded. Virtual: a Composite
+  // routes it to its parts.
+  virtual void release_unowned_state();
+  // Whether the update needs the state of every parameter at once (sharding is then refused).
+  virtual bool reads_all_state() const { return false; }
 
  protected:
   explicit Optimizer(bool fused) : fused_(fused) {}
@@ -150,12 +176,17 @@ class Optimizer : public StateSet {
   virtual void update() = 0;
   // Called once per new group after it was added (group state initialisation).
   virtual void init_group_state(size_t /*group*/) {}
+  // Refuses a parameter this optimizer cannot update (Muon: anything but a matrix); `what` names it
+  // ("parameter 2 of the new group (f32[4] on cpu)", or its name when the caller gave one).
+  virtual void check_param(const Tensor& /*p*/, const std::string& /*what*/) const {}
 
   // Parameters that take part in this step: trainable, with a gradient, and (when the state is
   // sharded) owned by this optimizer.
   bool participates(const Tensor& p) const;
-  // Whether the update needs the state of every parameter at once (sharding is then refused).
-  virtual bool reads_all_state() const { return false; }
+  // Appends a group of parameters that no group holds yet (checked) under `options` as they are
+  // (already canonical); returns its number. add_param_group's last step, and how a Composite
+  // mirrors its parts' groups.
+  size_t append_group(const std::vector<Tensor>& params, nlohmann::json options);
 
   std::vector<ParamGroup> groups_;
 
@@ -169,6 +200,14 @@ class Optimizer : public StateSet {
   Tensor placed(const StateSlot& slot, int64_t index, const Tensor& value) const;
   // Moves every state tensor whose device differs from its policy's (after a Module::to).
   void place_state();
+
+  // One entry of load_state's sources, checked against this optimizer's slots and parameters.
+  struct CheckedState {
+    StateName where;
+    StateSlot* slot;
+    const StateSource* src;
+  };
+  std::vector<CheckedState> checked_state(const std::map<std::string, StateSource>& sources) const;
 
   bool fused_;
   std::vector<Tensor> params_;

@@ -26,6 +26,24 @@ NumberCheck beta(std::string what) {
   };
 }
 
+NumberCheck finite_at_least_zero(std::string what) {
+  return [what](const char* opt, double v) {
+    LATHE_CHECK(std::isfinite(v) && v >= 0, opt, ": invalid ", what, " = ", v, " (must be finite and >= 0)");
+  };
+}
+
+NumberCheck finite_above_zero(std::string what) {
+  return [what](const char* opt, double v) {
+    LATHE_CHECK(std::isfinite(v) && v > 0, opt, ": invalid ", what, " = ", v, " (must be finite and > 0)");
+  };
+}
+
+NumberCheck finite(std::string what) {
+  return [what](const char* opt, double v) {
+    LATHE_CHECK(std::isfinite(v), opt, ": invalid ", what, " = ", v, " (must be finite)");
+  };
+}
+
 namespace json_read {
 
 double number(const nlohmann::json& v, const std::string& name, const char* opt) {
@@ -47,6 +65,12 @@ std::pair<double, double> number_pair(const nlohmann::json& v, const std::string
   LATHE_CHECK(v.is_array() && v.size() == 2 && v[0].is_number() && v[1].is_number(), opt, ": option \"", name,
               "\" must be a pair of numbers, got ", v.dump());
   return {v[0].get<double>(), v[1].get<double>()};
+}
+
+std::array<double, 3> number_triple(const nlohmann::json& v, const std::string& name, const char* opt) {
+  LATHE_CHECK(v.is_array() && v.size() == 3 && v[0].is_number() && v[1].is_number() && v[2].is_number(), opt,
+              ": option \"", name, "\" must be a list of three numbers, got ", v.dump());
+  return {v[0].get<double>(), v[1].get<double>(), v[2].get<double>()};
 }
 
 double number_or_inf(const nlohmann::json& v, const std::string& name, const char* opt) {

@@ -5,6 +5,7 @@
 // at that boundary and a field cannot be added to one side and forgotten on the other.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -27,6 +28,9 @@ NumberCheck learning_rate();                 // finite and >= 0
 NumberCheck at_least_zero(std::string what);  // "invalid <what> = v (must be >= 0)"
 NumberCheck above_zero(std::string what);     // "invalid <what> = v (must be > 0)"
 NumberCheck beta(std::string what);           // in [0, 1)
+NumberCheck finite_at_least_zero(std::string what);  // "invalid <what> = v (must be finite and >= 0)"
+NumberCheck finite_above_zero(std::string what);     // "invalid <what> = v (must be finite and > 0)"
+NumberCheck finite(std::string what);                // "invalid <what> = v (must be finite)"
 
 // One hyperparameter: its JSON name, default, JSON reader and writer, check.
 template <class O>
@@ -44,6 +48,7 @@ double number(const nlohmann::json& v, const std::string& name, const char* opt)
 bool flag(const nlohmann::json& v, const std::string& name, const char* opt);
 int64_t integer(const nlohmann::json& v, const std::string& name, const char* opt);
 std::pair<double, double> number_pair(const nlohmann::json& v, const std::string& name, const char* opt);
+std::array<double, 3> number_triple(const nlohmann::json& v, const std::string& name, const char* opt);
 // null or "inf" / "Infinity": no limit (JSON has no infinity)
 double number_or_inf(const nlohmann::json& v, const std::string& name, const char* opt);
 }  // namespace json_read
@@ -87,6 +92,17 @@ Option<O> number_pair(std::string name, double O::*a, double O::*b, std::pair<do
           [=](const O& o, const char* opt) {
             check_a(opt, o.*a);
             check_b(opt, o.*b);
+          }};
+}
+
+// Three numbers stored as one JSON list (Muon's ns_coefficients), each checked by `check`.
+template <class O>
+Option<O> number_triple(std::string name, std::array<double, 3> O::*m, std::array<double, 3> def, NumberCheck check) {
+  return {name, [=](O& o) { o.*m = def; },
+          [=](O& o, const nlohmann::json& v, const char* opt) { o.*m = json_read::number_triple(v, name, opt); },
+          [=](const O& o) { return nlohmann::json((o.*m)); },
+          [=](const O& o, const char* opt) {
+            for (size_t k = 0; k < 3; ++k) check(opt, (o.*m)[k]);
           }};
 }
 

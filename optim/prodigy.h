@@ -40,12 +40,12 @@ class Prodigy : public TypedOptimizer<ProdigyOptions> {
 
   // A group's scalar state as doubles ({"d": ..., "k": ...}).
   nlohmann::json group_scalars(size_t group) const;
+  // d's estimate sums over every parameter of a group: no parameter's update is its own.
+  bool reads_all_state() const override { return true; }
 
  protected:
   void init_group_state(size_t group) override;
   void update() override;
-  // d's estimate sums over every parameter of a group: no parameter's update is its own.
-  bool reads_all_state() const override { return true; }
 
  private:
   ParamState<> s_{*this, "s", ParamShape::own};

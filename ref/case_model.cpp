@@ -64,13 +64,14 @@ std::unique_ptr<nn::GPT> case_gpt(const serialize::SafetensorsFile& c, const nlo
 }
 
 Tensor case_tokens(const serialize::SafetensorsFile& c, const std::string& name, const nn::GPT& model, Device device,
-                   const std::string& kind) {
+                   const std::string& kind, bool targets) {
   const Tensor* t = c.find(name);
   LATHE_CHECK(t != nullptr, "case kind \"", kind, "\": missing tensor \"", name, "\"");
   LATHE_CHECK(t->dtype() == DType::i64 || t->dtype() == DType::i32, "case kind \"", kind, "\": \"", name,
               "\" must hold i64 or i32 token ids, got ", t->desc());
   LATHE_CHECK(t->dim() == 2, "case kind \"", kind, "\": \"", name, "\" must be [B, T], got ", t->desc());
-  model.check_token_ids(name.c_str(), t->to(Device::cpu()));  // on the host, where reading ids costs nothing
+  // On the host, where reading ids costs nothing.
+  model.check_token_ids(name.c_str(), t->to(Device::cpu()), /*allow_ignore=*/targets);
   return t->to(DType::i64).to(device);
 }
 

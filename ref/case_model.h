@@ -19,7 +19,9 @@ std::unique_ptr<nn::GPT> case_gpt(const serialize::SafetensorsFile& c, const nlo
                                   const std::string& inputs);
 
 // Token ids `name` of the case: [B, T], i64 or i32, within the vocabulary; as i64 on `device`.
+// Targets (`targets`) may also hold -1, a position the loss ignores (PyTorch's ignore_index=-1,
+// which nanoGPT uses).
 Tensor case_tokens(const serialize::SafetensorsFile& c, const std::string& name, const nn::GPT& model, Device device,
-                   const std::string& kind);
+                   const std::string& kind, bool targets = false);
 
 }  // namespace lathe::ref

@@ -249,6 +249,13 @@ void add_train_fixtures(Pack& pack) {
     pack.add(f);
   }
 
+  // Muon beside AdamW, split as `lathe train --optimizer muon` splits a GPT (train/muon_groups.h).
+  const nlohmann::json muon = {{"name", "muon"}, {"lr", 0.02}, {"adamw", {{"lr", 0.01}, {"betas", {0.9, 0.95}}}}};
+  Fixture pair = train_fixture("train_muon", muon, 0, 4);
+  pair.covers = "4 steps of Muon on the blocks' matrices beside AdamW on the rest (lathe train --optimizer muon), "
+                "gradients clipped at 1";
+  pack.add(pair);
+
   // Explicit groups: AdamW over every parameter with one weight decay, as
   // torch.optim.AdamW(model.parameters(), weight_decay=0.1), but the embeddings at half the rate.
   Fixture f = train_fixture("train_adamw_param_groups", {{"name", "adamw"}, {"lr", 0.01}, {"weight_decay", 0.1}}, 0, 4);

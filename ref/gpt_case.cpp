@@ -16,7 +16,7 @@ RefOutput run_gpt_case(const serialize::SafetensorsFile& c, const nlohmann::json
   model.eval();
 
   const Tensor idx = case_tokens(c, "idx", model, device, "gpt");
-  const Tensor targets = case_tokens(c, "targets", model, device, "gpt");
+  const Tensor targets = case_tokens(c, "targets", model, device, "gpt", /*targets=*/true);
   LATHE_CHECK(targets.shape() == idx.shape(), "case kind \"gpt\": targets ", shape_str(targets.shape()),
               " must have the shape of idx ", shape_str(idx.shape()));
 

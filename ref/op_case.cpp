@@ -207,6 +207,11 @@ const std::vector<OpEntry>& op_entries() {
                      "op \"scaled_dot_product_attention\": lathe computes the causal one; give \"is_causal\": true");
          LATHE_CHECK(x[0].dim() == 4, K, "op \"scaled_dot_product_attention\": input.0 ", x[0].desc(),
                      " must be [B, H, T, head_size]");
+         // torch's is_causal aligns a longer k and v with q's first position, lathe's causal_attention
+         // with its last (the queries after a KV cache): only equal lengths mean the same thing.
+         LATHE_CHECK(x[1].shape() == x[0].shape() && x[2].shape() == x[0].shape(), K,
+                     "op \"scaled_dot_product_attention\": input.1 ", x[1].desc(), " and input.2 ", x[2].desc(),
+                     " must have input.0's shape ", x[0].desc());
          const double scale = a.optional_number("scale").value_or(1.0 / std::sqrt(double(x[0].size(3))));
          return causal_attention(x[0], x[1], x[2], scale);
        }},

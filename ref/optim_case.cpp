@@ -4,6 +4,7 @@
 // missing = no gradient that step), and the case document {"optimizer", "steps", "groups",
 // optional "fused"}. Outputs param.<i>, state.<i>.<key> (PyTorch keys) and {"groups": [...]} with
 // each group's scalar state. Malformed input is an Error naming the fault.
+#include <cstdint>
 #include <map>
 #include <memory>
 
@@ -102,20 +103,29 @@ RefOutput run_optim_case(const serialize::SafetensorsFile& c, const nlohmann::js
     LATHE_CHECK(g.is_object() && g.contains("params") && g["params"].is_array(), K, "group ", gi,
                 " needs \"params\" (a list of parameter indices)");
     std::vector<Tensor> ps;
+    std::vector<std::string> names;  // the case's, for errors
     for (const auto& v : g["params"]) {
       LATHE_CHECK(v.is_number_integer(), K, "group ", gi, " lists ", serialize::quote_json(v), " which is not a parameter index");
+      // An index past int64 (2^64 - 1, say) reads as a negative number: the message shows it as written.
       const int64_t i = v.get<int64_t>();
-      LATHE_CHECK(i >= 0 && i < n, K, "group ", gi, " names parameter ", i, " which does not exist (", n,
-                  " parameters)");
+      LATHE_CHECK(i >= 0 && i < n && !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)), K, "group ",
+                  gi, " names parameter ", v.dump(), " which does not exist (", n, " parameters)");
       LATHE_CHECK(group_of[size_t(i)] < 0, K, "parameter ", i, " is in group ", group_of[size_t(i)],
                   " and again in group ", gi);
       group_of[size_t(i)] = int(gi);
       ps.push_back(work[size_t(i)]);
+      names.push_back("param." + std::to_string(i));
       case_index.push_back(i);
     }
     nlohmann::json options = g;
     options.erase("params");
-    opt->add_param_group(ps, without_implementation_options(options, fused, K + ("group " + std::to_string(gi))));
+    const std::string where = K + ("group " + std::to_string(gi));
+    options = without_implementation_options(options, fused, where);
+    try {
+      opt->add_param_group(ps, options, names);
+    } catch (const Error& e) {
+      LATHE_FAIL(where, ": ", e.what());
+    }
   }
   for (int64_t i = 0; i < n; ++i)
     LATHE_CHECK(group_of[size_t(i)] >= 0, K, "parameter ", i, " is in no group");

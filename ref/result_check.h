@@ -8,7 +8,10 @@
 // against NaN and only with equal_nan. The tolerances default by dtype to assert_close's: f32
 // 1.3e-6 / 1e-5, f64 1e-7 / 1e-7, bf16 1.6e-2 / 1e-5, f16 1e-3 / 1e-5, integers and booleans
 // exact. A tensor passes when it has want's shape and dtype and all its elements pass; the files
-// pass when they hold the same tensor names and every tensor passes.
+// pass when they hold the same tensor names and every tensor passes. Elements that differ by a NaN
+// or an infinity are reported by how they differ, as torch.testing reports them: NaN in one file and
+// not the other, NaN in both (equal only with equal_nan), an infinity against a finite value or
+// against the other infinity; the differences and the worst element are over the finite ones.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +38,14 @@ struct CheckOptions {
   bool equal_nan = false;
 };
 
+// Elements of one tensor that differ by a NaN or an infinity in the same way.
+struct NonFiniteMismatch {
+  std::string how;           // "NaN in got only", "NaN in both", "infinite in want only", ...
+  int64_t count = 0;
+  int64_t first_index = -1;  // flat index of the first such element
+  double got = 0, want = 0;  // its values
+};
+
 struct TensorVerdict {
   std::string name;
   Shape shape;          // want's (got's for a tensor only got has)
@@ -44,12 +55,15 @@ struct TensorVerdict {
   Tolerance tolerance;    // the tolerance applied
   int64_t elements = 0;
   int64_t mismatched = 0;
-  // The element farthest outside (or nearest to the edge of) its allowance: |got - want| divided
-  // by atol + rtol |want|, infinite for a NaN or an infinity that differs. Only with elements.
+  // Mismatches by a NaN or an infinity, by kind, in a fixed order (NaN first); empty when none.
+  std::vector<NonFiniteMismatch> non_finite;
+  // Over the elements where both values are finite: the one farthest outside (or nearest to the
+  // edge of) its allowance, |got - want| divided by atol + rtol |want|. worst_index is -1 when no
+  // element has two finite values.
   double worst_ratio = 0;
   int64_t worst_index = -1;  // flat index of that element
   double worst_got = 0, worst_want = 0;
-  double max_abs_diff = 0;   // over the finite differences
+  double max_abs_diff = 0;
 };
 
 // Every tensor of `want` in its file order, then the tensors only `got` has (failing). `got` and

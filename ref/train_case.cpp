@@ -9,12 +9,15 @@
 // optimizer spec {"name": "sgd" | "adam" | "adamw" | "prodigy", "fused"?, <PyTorch option names>}
 // goes over the case's "param_groups" when it lists them; without them it is built as nanoGPT's
 // configure_optimizers builds AdamW (train/nanogpt_groups.h): parameters with 2 or more dims take
-// the given weight_decay, the others (biases, LayerNorm weights) weight_decay 0. The optimizer can
+// the given weight_decay, the others (biases, LayerNorm weights) weight_decay 0. "muon" is Muon
+// beside AdamW ({"name": "muon", <Muon's options>, "adamw": {<AdamW's>}}), split as lathe train
+// splits them (train/muon_groups.h) or by the "optimizer" of each param group. The optimizer can
 // start from given state (optimizer_state.* tensors, a resumed run) and return its state
 // ("return_state": true), so that a run can be cut in two cases. "precision": "bf16" | "fp16" runs
 // the model under the mixed-precision policy (nn/precision.h); fp16 with the dynamic loss scaler
 // ("scaler": its options), whose state is returned and read back as scaler.scale and
 // scaler.growth_tracker, and whose skipped steps are the result "skipped".
+#include <cstdint>
 #include <map>
 #include <memory>
 
@@ -27,6 +30,10 @@
 #include "ref/kinds.h"
 #include "ref/torch_options.h"
 #include "serialize/json_document.h"
+#include "optim/adam.h"
+#include "optim/composite.h"
+#include "optim/muon.h"
+#include "train/muon_groups.h"
 #include "train/nanogpt_groups.h"
 #include "train/optimizer_registry.h"
 #include "train/train_step.h"
@@ -37,9 +44,17 @@ namespace {
 
 constexpr const char* K = "case kind \"train\": ";
 
+// One group of the case's explicit "param_groups": its parameters (with their names) and its
+// option overrides.
+struct NamedGroup {
+  std::vector<Tensor> params;
+  std::vector<std::string> names;
+  nlohmann::json overrides;
+};
+
 // The case's explicit "param_groups": [{"params": [parameter names], <option overrides>}, ...],
 // each parameter of the model in exactly one group, in PyTorch's way of listing groups.
-void add_named_param_groups(optim::Optimizer& opt, const nn::Module& model, const nlohmann::json& groups) {
+std::vector<NamedGroup> named_param_groups(const nn::Module& model, const nlohmann::json& groups) {
   LATHE_CHECK(groups.is_array() && !groups.empty(), K,
               "\"param_groups\" must be a non-empty list of {\"params\": [parameter names], ...}");
   const auto named = model.named_parameters();
@@ -49,11 +64,12 @@ void add_named_param_groups(optim::Optimizer& opt, const nn::Module& model, cons
     group_of[name] = -1;
     all_names += (all_names.empty() ? "" : ", ") + name;
   }
+  std::vector<NamedGroup> out;
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const nlohmann::json& g = groups[gi];
     LATHE_CHECK(g.is_object() && g.contains("params") && g["params"].is_array() && !g["params"].empty(), K,
                 "param_groups[", gi, "] needs \"params\", a non-empty list of parameter names");
-    std::vector<Tensor> params;
+    NamedGroup ng;
     for (const auto& v : g["params"]) {
       LATHE_CHECK(v.is_string(), K, "param_groups[", gi, "] lists ", serialize::quote_json(v),
                   ", which is not a parameter name");
@@ -65,19 +81,68 @@ void add_named_param_groups(optim::Optimizer& opt, const nn::Module& model, cons
                   "] and again in param_groups[", gi, "]");
       it->second = int64_t(gi);
       for (const auto& [n, p] : named)
-        if (n == name) params.push_back(p);
+        if (n == name) ng.params.push_back(p);
+      ng.names.push_back(name);
     }
-    nlohmann::json overrides = g;
-    overrides.erase("params");
-    overrides = without_implementation_options(overrides, opt.fused(), K + ("param_groups[" + std::to_string(gi) + "]"));
-    try {
-      opt.add_param_group(params, overrides);
-    } catch (const Error& e) {
-      LATHE_FAIL(K, "param_groups[", gi, "]: ", e.what());
-    }
+    ng.overrides = g;
+    ng.overrides.erase("params");
+    out.push_back(std::move(ng));
   }
   for (const auto& [name, p] : named)
     LATHE_CHECK(group_of.at(name) >= 0, K, "parameter \"", name, "\" is in no group of \"param_groups\"");
+  return out;
+}
+
+// Adds param_groups[gi] to `opt`, its implementation options checked and set aside.
+void add_case_group(optim::Optimizer& opt, const NamedGroup& g, size_t gi) {
+  const std::string where = K + ("param_groups[" + std::to_string(gi) + "]");
+  const nlohmann::json overrides = without_implementation_options(g.overrides, opt.fused(), where);
+  try {
+    opt.add_param_group(g.params, overrides, g.names);
+  } catch (const Error& e) {
+    LATHE_FAIL(where, ": ", e.what());
+  }
+}
+
+// "muon": torch.optim.Muon on the hidden matrices beside torch.optim.AdamW on the rest, the pair a
+// PyTorch training loop steps (train/muon_groups.h): {"name": "muon", <Muon's options>, "adamw":
+// {<AdamW's options>}}. Explicit "param_groups" say which optimizer updates each one
+// ("optimizer": "muon" or "adamw"); without them the split is lathe train's.
+std::unique_ptr<optim::Optimizer> case_muon_optimizer(const nlohmann::json& doc, const nn::GPT& model,
+                                                      nlohmann::json muon, bool fused) {
+  const std::string where = std::string(K) + "\"optimizer\".\"adamw\"";
+  nlohmann::json adamw = muon.contains("adamw") ? muon["adamw"] : nlohmann::json::object();
+  muon.erase("adamw");
+  LATHE_CHECK(adamw.is_object(), where, " must be an object of AdamW's options, got ", serialize::quote_json(adamw));
+  adamw = without_implementation_options(adamw, fused, where);
+  if (!doc.contains("param_groups")) {
+    try {
+      return train::make_muon_adamw(model, muon, adamw, fused);
+    } catch (const Error& e) {
+      LATHE_FAIL(K, e.what());
+    }
+  }
+  std::unique_ptr<optim::Optimizer> muon_part, adamw_part;
+  try {
+    muon_part = std::make_unique<optim::Muon>(muon);
+    adamw_part = std::make_unique<optim::AdamW>(adamw, fused);
+  } catch (const Error& e) {
+    LATHE_FAIL(K, e.what());
+  }
+  const std::vector<NamedGroup> groups = named_param_groups(model, doc["param_groups"]);
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    NamedGroup g = groups[gi];
+    const nlohmann::json which = g.overrides.value("optimizer", nlohmann::json());
+    LATHE_CHECK(which == "muon" || which == "adamw", K, "param_groups[", gi,
+                "] needs \"optimizer\": \"muon\" or \"adamw\" (which of the pair updates it), got ",
+                g.overrides.contains("optimizer") ? serialize::quote_json(which) : "none");
+    g.overrides.erase("optimizer");
+    add_case_group(which == "muon" ? *muon_part : *adamw_part, g, gi);
+  }
+  std::vector<std::unique_ptr<optim::Optimizer>> parts;
+  for (auto* part : {&muon_part, &adamw_part})
+    if ((*part)->num_params() > 0) parts.push_back(std::move(*part));
+  return std::make_unique<optim::Composite>(std::move(parts));
 }
 
 // The case's optimizer: {"name", "fused"?, <PyTorch option names>}. The options are the
@@ -93,6 +158,7 @@ std::unique_ptr<optim::Optimizer> case_optimizer(const nlohmann::json& doc, cons
   nlohmann::json options = spec;
   options.erase("name");
   options = without_implementation_options(options, fused == true, std::string(K) + "\"optimizer\"");
+  if (spec["name"] == "muon") return case_muon_optimizer(doc, model, options, fused == true);
   const bool explicit_groups = doc.contains("param_groups");
   std::unique_ptr<optim::Optimizer> opt;
   try {
@@ -101,8 +167,12 @@ std::unique_ptr<optim::Optimizer> case_optimizer(const nlohmann::json& doc, cons
   } catch (const Error& e) {
     LATHE_FAIL(K, e.what());
   }
-  if (explicit_groups) add_named_param_groups(*opt, model, doc["param_groups"]);
-  else train::add_nanogpt_param_groups(*opt, model, options);
+  if (explicit_groups) {
+    const std::vector<NamedGroup> groups = named_param_groups(model, doc["param_groups"]);
+    for (size_t gi = 0; gi < groups.size(); ++gi) add_case_group(*opt, groups[gi], gi);
+  } else {
+    train::add_nanogpt_param_groups(*opt, model, options);
+  }
   return opt;
 }
 
@@ -201,6 +271,15 @@ nn::Precision case_precision(const nlohmann::json& spec) {
   }
 }
 
+// GradScaler's growth_interval, an integer from 1 to int64's largest. JSON's parser reads a larger
+// integer as an unsigned one (up to 2^64 - 1) or as a float (2^70), and a float is no interval.
+int64_t growth_interval(const nlohmann::json& v) {
+  const bool fits = v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX));
+  LATHE_CHECK(fits && v.get<int64_t>() >= 1, K, "\"scaler\": growth_interval must be an integer from 1 to ", INT64_MAX,
+              ", got ", serialize::quote_json(v));
+  return v.get<int64_t>();
+}
+
 // fp16's loss scaler: "scaler": {"init_scale", "growth_factor", "backoff_factor",
 // "growth_interval"} (PyTorch's GradScaler defaults), its state from scaler.* tensors when the case
 // has them (a resumed run).
@@ -221,7 +300,7 @@ std::unique_ptr<optim::GradScaler> case_scaler(const serialize::SafetensorsFile&
     if (key == "init_scale" && number) o.init_scale = v.get<double>();
     else if (key == "growth_factor" && number) o.growth_factor = v.get<double>();
     else if (key == "backoff_factor" && number) o.backoff_factor = v.get<double>();
-    else if (key == "growth_interval" && v.is_number_integer()) o.growth_interval = v.get<int64_t>();
+    else if (key == "growth_interval" && v.is_number()) o.growth_interval = growth_interval(v);
     else
       LATHE_FAIL(K, "\"scaler\": unknown option or wrong type \"", key, "\" = ", serialize::quote_json(v),
                  " (options: init_scale, growth_factor, backoff_factor, growth_interval)");
@@ -264,7 +343,7 @@ RefOutput run_train_case(const serialize::SafetensorsFile& c, const nlohmann::js
   std::vector<Tensor> idx, targets;
   for (int64_t s = 0; s < steps; ++s) {
     idx.push_back(case_tokens(c, "idx." + std::to_string(s), model, device, "train"));
-    targets.push_back(case_tokens(c, "targets." + std::to_string(s), model, device, "train"));
+    targets.push_back(case_tokens(c, "targets." + std::to_string(s), model, device, "train", /*targets=*/true));
     LATHE_CHECK(targets.back().shape() == idx.back().shape(), K, "targets.", s, " ",
                 shape_str(targets.back().shape()), " must have the shape of idx.", s, " ", shape_str(idx.back().shape()));
   }

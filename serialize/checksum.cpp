@@ -3,6 +3,7 @@
 #include <xxhash.h>
 
 #include <cstdio>
+#include <new>
 #include <nlohmann/json.hpp>
 
 #include "core/autograd.h"
@@ -14,6 +15,19 @@ uint64_t checksum_bytes(const void* data, size_t nbytes) {
   static const char empty = 0;  // XXH3 wants a valid pointer even for zero bytes
   return XXH3_64bits(nbytes ? data : &empty, nbytes);
 }
+
+StreamingChecksum::StreamingChecksum() : state_(XXH3_createState()) {
+  if (state_ == nullptr) throw std::bad_alloc();
+  XXH3_64bits_reset(state_);
+}
+
+StreamingChecksum::~StreamingChecksum() { XXH3_freeState(state_); }
+
+void StreamingChecksum::update(const void* data, size_t nbytes) {
+  if (nbytes > 0) XXH3_64bits_update(state_, data, nbytes);
+}
+
+uint64_t StreamingChecksum::value() const { return XXH3_64bits_digest(state_); }
 
 std::string checksum_hex(uint64_t checksum) {
   char buf[17];

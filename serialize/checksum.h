@@ -15,6 +15,8 @@
 #include "core/tensor.h"
 #include "serialize/safetensors.h"
 
+struct XXH3_state_s;  // xxhash.h's streaming state
+
 namespace lathe::serialize {
 
 // Metadata key of lathe's own JSON document in a safetensors file.
@@ -22,6 +24,20 @@ inline constexpr const char* kLatheMetadataKey = "lathe";
 
 uint64_t checksum_bytes(const void* data, size_t nbytes);
 std::string checksum_hex(uint64_t checksum);  // 16 lowercase hex digits
+
+// The checksum of bytes that arrive in pieces: equal to checksum_bytes of the pieces joined.
+class StreamingChecksum {
+ public:
+  StreamingChecksum();
+  ~StreamingChecksum();
+  StreamingChecksum(const StreamingChecksum&) = delete;
+  StreamingChecksum& operator=(const StreamingChecksum&) = delete;
+  void update(const void* data, size_t nbytes);
+  uint64_t value() const;
+
+ private:
+  XXH3_state_s* state_;
+};
 // The checksum of a tensor on any device, with any strides (copied to host contiguous if needed).
 std::string tensor_checksum(const Tensor& t);
 

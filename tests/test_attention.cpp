@@ -1,7 +1,9 @@
 // The fused causal attention (core/ops/nn_attention.cpp, core/cpu/attention.cpp): its
 // gradient in f64, agreement with attention composed of matmul and softmax (what PyTorch's
 // reference model computes), query blocks that end mid-sequence, strided views of one qkv
-// projection as the model passes them, thread-count invariance, and bad input.
+// projection as the model passes them, queries after a KV cache's keys, 16-bit inputs computed in
+// f32, thread-count invariance, and bad input. tests/test_cuda.cpp checks the CUDA kernels
+// against this one.
 #include <doctest/doctest.h>
 #include <omp.h>
 
@@ -16,11 +18,12 @@ using namespace lathe;
 
 namespace {
 
-// softmax(scale q k^T + causal mask) v, composed as nn's attention does without the fused kernel.
+// softmax(scale q k^T + causal mask) v, composed as nn's attention does without the fused kernel;
+// query i sits at position Tk - Tq + i.
 Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale) {
-  const int64_t T = q.size(2);
-  Tensor key_pos = Tensor::arange(0, T, 1, DType::i64).view({1, T});
-  Tensor query_pos = Tensor::arange(0, T, 1, DType::i64).view({T, 1});
+  const int64_t Tq = q.size(2), Tk = k.size(2);
+  Tensor key_pos = Tensor::arange(0, Tk, 1, DType::i64).view({1, Tk});
+  Tensor query_pos = Tensor::arange(Tk - Tq, Tk, 1, DType::i64).view({Tq, 1});
   Tensor bias = where(gt(key_pos, query_pos), Tensor::scalar(-std::numeric_limits<double>::infinity(), q.dtype()),
                       Tensor::scalar(0.0, q.dtype()));
   Tensor att = add(mul(matmul(q, k.transpose(-2, -1)), scale), bias);
@@ -139,13 +142,62 @@ TEST_CASE("causal_attention: the same bits at 1, 2 and 3 threads") {
   CHECK(run(3) == one);
 }
 
-TEST_CASE("causal_attention: 16-bit inputs take the composed path, as close as their precision allows") {
+TEST_CASE("causal_attention: queries after a KV cache's keys, forward and backward, f64 gradcheck") {
+  // Tq queries at positions Tk - Tq .. Tk - 1 against Tk keys: one query (sampling), a block and a
+  // bit, and the whole sequence (no cache) as the limit case.
+  for (DType dtype : {DType::f64, DType::f32}) {
+    const double tol = dtype == DType::f64 ? 1e-12 : 2e-5;
+    for (auto [Tq, Tk] : {std::pair<int64_t, int64_t>{1, 1}, {1, 77}, {3, 70}, {70, 140}, {65, 65}}) {
+      CAPTURE(Tq);
+      CAPTURE(Tk);
+      auto make = [&](int64_t T, uint64_t seed) {
+        return Tensor::randn({2, 3, T, 8}, seed, 0, dtype).requires_grad_(true);
+      };
+      const Tensor qa = make(Tq, 1), ka = make(Tk, 2), va = make(Tk, 3);
+      const Tensor qb = qa.detach().clone().requires_grad_(true), kb = ka.detach().clone().requires_grad_(true),
+                   vb = va.detach().clone().requires_grad_(true);
+      const Tensor ya = causal_attention(qa, ka, va, 0.35), yb = composed_attention(qb, kb, vb, 0.35);
+      CHECK(max_abs_diff(ya, yb) < tol);
+      const Tensor g = Tensor::randn(ya.shape(), 4, 0, dtype);
+      sum(mul(ya, g)).backward();
+      sum(mul(yb, g)).backward();
+      CHECK(max_abs_diff(qa.grad(), qb.grad()) < 10 * tol);
+      CHECK(max_abs_diff(ka.grad(), kb.grad()) < 10 * tol);
+      CHECK(max_abs_diff(va.grad(), vb.grad()) < 10 * tol);
+    }
+  }
+  auto f = [](const std::vector<Tensor>& x) { return causal_attention(x[0], x[1], x[2], 0.37); };
+  const std::string msg = gradcheck(f, {Tensor::randn({1, 2, 5, 3}, 5, 0, DType::f64).requires_grad_(true),
+                                        Tensor::randn({1, 2, 70, 3}, 6, 0, DType::f64).requires_grad_(true),
+                                        Tensor::randn({1, 2, 70, 3}, 7, 0, DType::f64).requires_grad_(true)});
+  INFO(msg);
+  CHECK(msg.empty());
+}
+
+TEST_CASE("causal_attention: 16-bit inputs run the fused kernel in f32 and round once") {
+  // The forward is exactly the f32 kernel on the widened inputs, rounded; the backward too, but
+  // for rowsum(dO * O), which it forms from the rounded output.
   std::vector<Tensor> x = qkv_views(1, 70, 2, 8, DType::f32, 11);
-  const Tensor want = causal_attention(x[1], x[2], x[3], 0.3);
   for (DType dtype : {DType::bf16, DType::f16}) {
-    const Tensor got = causal_attention(x[1].to(dtype), x[2].to(dtype), x[3].to(dtype), 0.3);
+    CAPTURE(dtype_name(dtype));
+    std::vector<Tensor> h;
+    for (int i = 1; i <= 3; ++i) h.push_back(x[size_t(i)].detach().to(dtype).requires_grad_(true));
+    std::vector<Tensor> w;
+    for (const Tensor& t : h) w.push_back(t.detach().to(DType::f32).requires_grad_(true));
+    const Tensor got = causal_attention(h[0], h[1], h[2], 0.3), want = causal_attention(w[0], w[1], w[2], 0.3);
     CHECK(got.dtype() == dtype);
-    CHECK(max_abs_diff(got, want) < (dtype == DType::bf16 ? 5e-2 : 1e-2));
+    CHECK(got.contiguous().to(DType::f32).to_vector<float>() ==
+          want.to(dtype).contiguous().to(DType::f32).to_vector<float>());
+    const Tensor g = Tensor::randn(got.shape(), 12);
+    sum(mul(got, g.to(dtype))).backward();
+    sum(mul(want, g.to(dtype).to(DType::f32))).backward();
+    // A few units in the last place of the largest gradient (2^-8 relative for bf16, 2^-11 for f16).
+    const double ulp = dtype == DType::bf16 ? 1.0 / 256 : 1.0 / 2048;
+    for (int i = 0; i < 3; ++i) {
+      const Tensor& want_grad = w[size_t(i)].grad();
+      CHECK(h[size_t(i)].grad().dtype() == dtype);
+      CHECK(max_abs_diff(h[size_t(i)].grad(), want_grad) < 4 * ulp * max(abs(want_grad)).item<double>());
+    }
   }
 }
 
@@ -162,6 +214,9 @@ TEST_CASE("causal_attention: bad input names the operand") {
   CHECK(message([&] { causal_attention(q, Tensor::randn({1, 2, 5, 8}, 2), q, 1.0); }).find("must have q's shape") !=
         std::string::npos);
   CHECK(message([&] { causal_attention(q, q.to(DType::f64), q, 1.0); }).find("differ in dtype") != std::string::npos);
+  // Fewer keys than queries: no position for the queries to sit at.
+  CHECK(message([&] { causal_attention(Tensor::randn({1, 2, 5, 8}, 4), q, q, 1.0); })
+            .find("or more positions") != std::string::npos);
   CHECK(message([&] { causal_attention(q.view({2, 4, 8}), q, q, 1.0); }).find("[B, H, T, head_size]") !=
         std::string::npos);
   CHECK(message([&] { causal_attention_qkv(Tensor::randn({2, 4, 20}, 3), 2, 1.0); })

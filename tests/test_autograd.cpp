@@ -106,7 +106,7 @@ TEST_CASE("autograd: detach shares storage and cuts the graph") {
   CHECK(values(x.grad()) == std::vector<double>{5, 9, 13});  // untouched
 }
 
-TEST_CASE("autograd: only floating tensors require grad; integer results carry none") {
+TEST_CASE("autograd: only floating tensors require grad, integer results carry none") {
   CHECK_THROWS_WITH_AS(Tensor::ones({2}, DType::i64).requires_grad_(),
                        doctest::Contains("requires_grad_: only floating tensors can require gradients, got i64[2]"),
                        Error);
@@ -192,11 +192,14 @@ TEST_CASE("autograd: deep graphs neither overflow the stack nor leak") {
   for (int i = 0; i < 20000; ++i) y = add(mul(y, 1.0), 0.0);
   y.backward();
   CHECK(values(x.grad()) == std::vector<double>{1});
-  // Dropping the last reference frees the whole chain (this must not recurse once per node).
+  // Dropping the last reference frees the whole chain (this must not recurse once per node, which
+  // would overflow the stack): every tensor the chain holds goes back to the allocator.
+  const size_t before = memory_stats(Device::cpu()).allocated;
   Tensor z = x;
   for (int i = 0; i < 200000; ++i) z = mul(z, 1.0);
+  CHECK(memory_stats(Device::cpu()).allocated >= before + 200000 * sizeof(float));  // one element each, at least
   z = Tensor();
-  CHECK(true);
+  CHECK(memory_stats(Device::cpu()).allocated == before);
 }
 
 TEST_CASE("autograd: sum_to inverts broadcasting") {

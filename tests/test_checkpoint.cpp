@@ -288,7 +288,7 @@ TEST_CASE("checkpoint failure 4: an optimizer over a subset, plus frozen paramet
   }
 }
 
-TEST_CASE("checkpoint failure 5: after a resume the plain Adam step counter is host state; transfers equal a fresh run's") {
+TEST_CASE("checkpoint failure 5: after a resume the plain Adam step counter is host state, transfers equal a fresh run's") {
   for (const Device acc : accelerators()) {
     INFO("device ", acc.str());
     TempDir dir("transfers");
@@ -443,7 +443,7 @@ TEST_CASE("checkpoint damaged: every kind of damage is refused, naming the file 
   CHECK(error_of([&] { TrainingCheckpoint::read(good); }).empty());
 }
 
-TEST_CASE("checkpoints: read names its target and creates each tensor where it is used; restore then copies nothing through the host") {
+TEST_CASE("checkpoints: read names its target and creates each tensor where it is used, restore then copies nothing through the host") {
   for (const Device d : accelerators()) {
     CAPTURE(d.str());
     TempDir dir("ckpt_target");

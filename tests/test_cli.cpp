@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "tests/temp_dir.h"
@@ -109,7 +110,7 @@ TEST_CASE("cli: runtime errors exit 1 with one line naming the path") {
   CHECK(s.output.find(missing) != std::string::npos);
 }
 
-TEST_CASE("cli: train, then sample from the weights it wrote; bench prints JSON; inspect and resume a checkpoint") {
+TEST_CASE("cli: train, then sample from the weights it wrote, bench prints JSON, inspect and resume a checkpoint") {
   const fs::path dir = fs::temp_directory_path() / ("lathe_test_cli_run_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -127,9 +128,15 @@ TEST_CASE("cli: train, then sample from the weights it wrote; bench prints JSON;
   CHECK(s.output.rfind("hello", 0) == 0);
   CHECK(s.output.size() == 5 + 7 + 1);  // prompt, continuation, newline
 
-  Run b = run_lathe("bench --json --steps 1 --warmup 0 --threads 1 --config " + (dir / "model.json").string());
+  Run b = run_lathe("bench --json --steps 1 --warmup 0 --threads 1 --peak-tflops 0.002 --config " +
+                    (dir / "model.json").string());
   CHECK(b.code == 0);
   CHECK(b.output.find("\"tok_per_s\"") != std::string::npos);
+  // MFU: the achieved rate over --peak-tflops (here 2 GFLOP/s, so that a tiny model shows a share).
+  const nlohmann::json bj = nlohmann::json::parse(b.output);
+  CHECK(bj.at("peak_tflops").get<double>() == 0.002);
+  CHECK(bj.at("mfu").get<double>() == doctest::Approx(bj.at("gflop_per_s").get<double>() / 2.0).epsilon(1e-12));
+  CHECK(bj.at("mfu").get<double>() > 0);
   // --profile: each kernel's share and rate, set against the vector units' measured peak, and the
   // bound that the products' operations at that peak put on a step.
   Run p = run_lathe("bench --profile --steps 1 --warmup 0 --threads 1 --config " + (dir / "model.json").string());
@@ -175,7 +182,7 @@ TEST_CASE("cli: train, then sample from the weights it wrote; bench prints JSON;
   fs::remove_all(dir);
 }
 
-TEST_CASE("cli: tokenizer train, encode, decode; tokenize; train on the shards; sample decodes with the tokenizer") {
+TEST_CASE("cli: tokenizer train, encode, decode, tokenize, train on the shards, sample decodes with the tokenizer") {
   lathe::testing::TempDir d("cli_tokenizer");
   std::string text;
   for (int i = 0; i < 300; ++i) text += "The lathe turns " + std::to_string(i % 13) + " times; it's quiet.\n";

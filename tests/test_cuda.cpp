@@ -3,10 +3,12 @@
 // same), the Philox contract, the caching allocator's statistics and out-of-memory error,
 // transfer counters, determinism, and bad indices reported as errors.
 //
-// Without a CUDA build or without a GPU each case prints "skipped: ..." and passes; one case
-// checks that a GPU-less machine gets a clear error instead of a crash.
+// Without a CUDA build or without a GPU each case is skipped (tests/gpu_cases.h: ctest reports it
+// as skipped); one case checks that a GPU-less machine gets a clear error instead of a crash. The
+// emulator (cuda/emulator/README.md) runs every case on the CPU as "emu:cuda: ...".
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
@@ -17,38 +19,16 @@
 #include "core/autograd.h"
 #include "core/backend.h"
 #include "core/ops.h"
+#include "nn/gpt.h"
+#include "tests/gpu_cases.h"
 
 using namespace lathe;
+using lathe::testing::gpu_count;
 
 namespace {
 
 const Device kGpu = Device::cuda(0);
 const Device kCpu = Device::cpu();
-
-// Number of GPUs; -1 when this build has no CUDA backend.
-int gpu_count() {
-  if (!backend_available(DeviceType::cuda)) return -1;
-  try {
-    return backend_for(kGpu).device_count();
-  } catch (const Error&) {
-    return 0;
-  }
-}
-
-bool gpu_ready() {
-  const int n = gpu_count();
-  if (n > 0) return true;
-  const char* why = n < 0 ? "skipped: no GPU (this build has no CUDA backend; configure with -DLATHE_CUDA=ON)"
-                          : "skipped: no GPU (the CUDA backend is compiled in, but no device was found)";
-  // tools/gpu_check.sh sets LATHE_REQUIRE_GPU=1: on the GPU machine a skip is a failure.
-  const char* require = std::getenv("LATHE_REQUIRE_GPU");
-  if (require != nullptr && require[0] == '1') FAIL_CHECK("LATHE_REQUIRE_GPU=1 but: " << std::string(why));
-  else MESSAGE(std::string(why));
-  return false;
-}
-
-#define REQUIRE_GPU() \
-  if (!gpu_ready()) return
 
 const std::vector<DType> kFloatTypes = {DType::f32, DType::f64, DType::bf16, DType::f16};
 const std::vector<DType> kAllTypes = {DType::f32, DType::f64, DType::bf16, DType::f16,
@@ -128,7 +108,7 @@ TEST_CASE("cuda: a machine without a GPU gets a clear error, not a crash") {
 // ---------------------------------------------------------------- data movement
 
 TEST_CASE("cuda: round trip and strided copies with casts among all dtypes") {
-  REQUIRE_GPU();
+  GPU_CASE();
   for (DType from : kAllTypes) {
     const Tensor base = random_tensor({6, 7, 5}, 11, from);
     const Tensor g = base.to(kGpu);
@@ -149,7 +129,7 @@ TEST_CASE("cuda: round trip and strided copies with casts among all dtypes") {
 }
 
 TEST_CASE("cuda: fill and arange match the CPU exactly") {
-  REQUIRE_GPU();
+  GPU_CASE();
   for (DType t : kAllTypes) {
     INFO(std::string(dtype_name(t)));
     for (double v : {0.0, 1.0, -2.5, 0.1, 1e30})
@@ -159,7 +139,7 @@ TEST_CASE("cuda: fill and arange match the CPU exactly") {
 }
 
 TEST_CASE("cuda: Philox random numbers are the CPU's numbers") {
-  REQUIRE_GPU();
+  GPU_CASE();
   for (DType t : kFloatTypes) {
     INFO(std::string(dtype_name(t)));
     for (uint64_t offset : {uint64_t(0), uint64_t(12345), uint64_t(1) << 40}) {
@@ -187,7 +167,7 @@ TEST_CASE("cuda: Philox random numbers are the CPU's numbers") {
 // ---------------------------------------------------------------- elementwise
 
 TEST_CASE("cuda: unary ops on float dtypes, contiguous and strided") {
-  REQUIRE_GPU();
+  GPU_CASE();
   for (DType t : kFloatTypes) {
     const Tensor x = random_tensor({33, 65}, 3, t, 2.0);
     const Tensor pos = add(abs(x), 0.25);
@@ -240,7 +220,7 @@ TEST_CASE("cuda: unary ops on float dtypes, contiguous and strided") {
 }
 
 TEST_CASE("cuda: unary ops on integer dtypes are exact") {
-  REQUIRE_GPU();
+  GPU_CASE();
   for (DType t : {DType::i32, DType::i64}) {
     const Tensor x = random_tensor({17, 9}, 4, t);
     const Tensor g = x.to(kGpu);
@@ -255,7 +235,7 @@ TEST_CASE("cuda: unary ops on integer dtypes are exact") {
 }
 
 TEST_CASE("cuda: binary ops with broadcasting, scalars and NaN") {
-  REQUIRE_GPU();
+  GPU_CASE();
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (DType t : kFloatTypes) {
     Tensor a = random_tensor({3, 1, 50}, 5, t);
@@ -299,7 +279,7 @@ TEST_CASE("cuda: binary ops with broadcasting, scalars and NaN") {
 }
 
 TEST_CASE("cuda: where and masked_fill") {
-  REQUIRE_GPU();
+  GPU_CASE();
   for (DType t : kAllTypes) {
     INFO(std::string(dtype_name(t)));
     const Tensor c = gt(random_tensor({8, 1, 16}, 20, DType::f32), Tensor::scalar(0.0));
@@ -314,7 +294,7 @@ TEST_CASE("cuda: where and masked_fill") {
 // ---------------------------------------------------------------- reductions
 
 TEST_CASE("cuda: sums over every layout, short and long rows") {
-  REQUIRE_GPU();
+  GPU_CASE();
   const std::vector<std::pair<Shape, std::vector<int64_t>>> cases = {
       {{37, 53}, {1}},        {{37, 53}, {0}},       {{37, 53}, {}},         {{5, 6, 7}, {1}},
       {{5, 6, 7}, {0, 2}},    {{3, 70000}, {1}},     {{70000, 3}, {0}},      {{1, 300000}, {1}},
@@ -338,7 +318,7 @@ TEST_CASE("cuda: sums over every layout, short and long rows") {
 }
 
 TEST_CASE("cuda: max, min, argmax, argmin with ties and NaN") {
-  REQUIRE_GPU();
+  GPU_CASE();
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32, DType::i64}) {
     for (const Shape& shape : {Shape{40, 77}, Shape{3, 9000}, Shape{9000, 3}, Shape{1, 100000}}) {
@@ -379,7 +359,7 @@ TEST_CASE("cuda: max, min, argmax, argmin with ties and NaN") {
 // ---------------------------------------------------------------- matmul
 
 TEST_CASE("cuda: matmul through cuBLAS: layouts, batches, broadcasting, 16-bit") {
-  REQUIRE_GPU();
+  GPU_CASE();
   struct Case {
     Shape a, b;
     bool ta, tb;  // operand given as a transposed view
@@ -425,7 +405,7 @@ TEST_CASE("cuda: matmul through cuBLAS: layouts, batches, broadcasting, 16-bit")
 // ---------------------------------------------------------------- nn kernels
 
 TEST_CASE("cuda: softmax and log_softmax, forward and backward") {
-  REQUIRE_GPU();
+  GPU_CASE();
   for (DType t : kFloatTypes) {
     for (const Shape& shape : {Shape{7, 1000}, Shape{3, 50257}, Shape{64, 5}, Shape{4, 33, 17}}) {
       for (bool log : {false, true}) {
@@ -451,8 +431,184 @@ TEST_CASE("cuda: softmax and log_softmax, forward and backward") {
   }
 }
 
+// ---- causal attention (cuda/attention.cu) against the CPU's fused kernel in f64
+
+namespace {
+
+// q [B, H, Tq, hs] against k, v [B, H, Tk, hs] (Tk > Tq: queries after a KV cache's keys). With
+// `qkv`, q, k and v are head views of one [B, T, 3C] projection, as the model makes them.
+struct AttnCase {
+  int64_t B, H, Tq, Tk, hs;
+  bool qkv = false;
+};
+
+std::string attn_str(const AttnCase& c) {
+  return "B " + std::to_string(c.B) + " H " + std::to_string(c.H) + " Tq " + std::to_string(c.Tq) + " Tk " +
+         std::to_string(c.Tk) + " hs " + std::to_string(c.hs) + (c.qkv ? " (qkv views)" : "");
+}
+
+// The case's leaves (one [B, T, 3C] projection, or q, k and v) and q, k, v made from them.
+struct AttnInputs {
+  std::vector<Tensor> leaves;
+  Tensor q, k, v;
+};
+
+AttnInputs attn_inputs(const AttnCase& c, const std::vector<Tensor>& values, Device device, DType dtype) {
+  AttnInputs in;
+  for (const Tensor& x : values) in.leaves.push_back(x.to(dtype).to(device).requires_grad_(true));
+  if (c.qkv) {
+    const int64_t C = c.H * c.hs;
+    auto head = [&](int64_t i) {
+      return in.leaves[0].narrow(2, i * C, C).view({c.B, c.Tq, c.H, c.hs}).transpose(1, 2);
+    };
+    in.q = head(0), in.k = head(1), in.v = head(2);
+  } else {
+    in.q = in.leaves[0], in.k = in.leaves[1], in.v = in.leaves[2];
+  }
+  return in;
+}
+
+// The forward output and the leaves' gradients of sum(out * gout).
+std::vector<Tensor> attn_run(const AttnCase& c, const std::vector<Tensor>& values, const Tensor& gout, Device device,
+                             DType dtype) {
+  AttnInputs in = attn_inputs(c, values, device, dtype);
+  const Tensor out = causal_attention(in.q, in.k, in.v, 1.0 / std::sqrt(double(c.hs)));
+  sum(mul(out, gout.to(dtype).to(device))).backward();
+  std::vector<Tensor> r{out};
+  for (const Tensor& l : in.leaves) r.push_back(l.grad());
+  return r;
+}
+
+// Within `nmse_tol` in normalised squared error and, element by element, within `elem_tol` of the
+// reference's largest magnitude (a single wrong element shows there when the sum hides it). The
+// inputs are N(0, 1), so every result's scale is at least 0.1 but where it is zero by
+// cancellation (q's and k's gradients when a query sees one key: its softmax is 1 whatever the
+// scores); the scale is floored there, so that rounding error is not measured against zero.
+void check_attn(const Tensor& got, const Tensor& want, double nmse_tol, double elem_tol, const char* what) {
+  INFO(what);
+  REQUIRE(got.shape() == want.shape());
+  const auto g = host_values(got), w = host_values(want);
+  constexpr double kFloor = 0.1;
+  double largest = kFloor, worst = 0, err2 = 0, want2 = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    largest = std::max(largest, std::abs(w[i]));
+    worst = std::max(worst, std::isnan(g[i]) ? INFINITY : std::abs(g[i] - w[i]));
+    err2 += (g[i] - w[i]) * (g[i] - w[i]);
+    want2 += w[i] * w[i];
+  }
+  const double e = err2 / std::max(want2, double(w.size()) * kFloor * kFloor);
+  CHECK_MESSAGE(e <= nmse_tol, "nmse ", e);
+  CHECK_MESSAGE(worst <= elem_tol * largest, "largest error ", worst, " against ", largest);
+}
+
+}  // namespace
+
+TEST_CASE("cuda: causal attention forward and backward against the f64 CPU reference") {
+  GPU_CASE();
+  // Decode (at most 16 queries) and flash shapes: one query, a few, tiles of 64 with a ragged end
+  // (70, 2 tiles + 1 = 129), every head size of the kernels (32, 64, 128) and some padded ones
+  // (24, 40; 20, which 16-bit rows do not fill in whole 16-byte vectors), batches and heads, the
+  // model's strided views of one projection, and queries after a KV cache's keys.
+  const std::vector<AttnCase> cases = {
+      {1, 1, 1, 1, 64},     {2, 3, 7, 7, 32},     {1, 1, 1, 77, 64},  {2, 2, 3, 40, 20},
+      {1, 2, 70, 70, 64},   {2, 1, 129, 129, 32}, {1, 1, 80, 80, 128}, {1, 2, 33, 33, 24},
+      {2, 2, 40, 40, 40, true}, {1, 2, 20, 90, 64}, {1, 1, 17, 17, 64, true},
+  };
+  // Tolerances. f32: the CPU sums in another order and its exp is not exp2f's (a few ulp per
+  // term). 16-bit: P and dS round to the input type as tensor-core operands (a relative 2^-9 for
+  // bf16, 2^-12 for f16, per term of their products), and each result rounds once more, so
+  // single elements stay within a few of those steps of the largest value and the normalised
+  // squared error around their square.
+  for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+    const double nmse_tol = t == DType::f32 ? 1e-10 : t == DType::bf16 ? 3e-5 : 1e-6;
+    const double elem_tol = t == DType::f32 ? 1e-5 : t == DType::bf16 ? 1.0 / 64 : 1.0 / 512;
+    for (const AttnCase& c : cases) {
+      INFO(std::string(dtype_name(t)), " ", attn_str(c));
+      const uint64_t seed = uint64_t(c.B * 1000 + c.Tq * 10 + c.hs);
+      std::vector<Tensor> values;
+      if (c.qkv) values.push_back(random_tensor({c.B, c.Tq, 3 * c.H * c.hs}, seed, t));
+      else
+        for (int64_t i = 0; i < 3; ++i)
+          values.push_back(random_tensor({c.B, c.H, i ? c.Tk : c.Tq, c.hs}, seed + uint64_t(i), t));
+      const Tensor gout = random_tensor({c.B, c.H, c.Tq, c.hs}, seed + 7, t);
+      const std::vector<Tensor> got = attn_run(c, values, gout, kGpu, t);
+      const std::vector<Tensor> want = attn_run(c, values, gout, kCpu, DType::f64);
+      CHECK(got[0].dtype() == t);
+      check_attn(got[0], want[0], nmse_tol, elem_tol, "out");
+      for (size_t i = 1; i < got.size(); ++i) {
+        CHECK(got[i].dtype() == t);
+        const char* what = c.qkv ? "grad qkv" : i == 1 ? "grad q" : i == 2 ? "grad k" : "grad v";
+        check_attn(got[i], want[i], nmse_tol, elem_tol, what);
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda: causal attention keeps no [B, H, T, T] tensor, forward or backward") {
+  GPU_CASE();
+  // One head of T = 512 in bf16: its scores would take 512 KiB (1 MiB in f32, as softmax takes
+  // them). The fused op's forward and backward allocate q-sized tensors (out, gout, the three
+  // gradients, 32 KiB each), lse and rowsums (2 KiB each): all of them stay under one score matrix.
+  constexpr int64_t T = 512, hs = 32;
+  const size_t scores_bytes = size_t(T * T) * 2;
+  std::vector<Tensor> x;
+  for (uint64_t i = 0; i < 3; ++i) x.push_back(random_tensor({1, 1, T, hs}, 70 + i, DType::bf16).to(kGpu));
+  const Tensor gout = random_tensor({1, 1, T, hs}, 73, DType::bf16).to(kGpu);
+  for (Tensor& t : x) t.requires_grad_(true);
+  backend_for(kGpu).synchronize(0);
+  const size_t before = memory_stats(kGpu).allocated;
+  reset_peak_memory(kGpu);
+  {
+    const Tensor out = causal_attention(x[0], x[1], x[2], 0.125);
+    out.backward(gout);
+    backend_for(kGpu).synchronize(0);
+  }
+  const size_t peak = memory_stats(kGpu).peak_allocated - before;
+  CHECK_MESSAGE(peak < scores_bytes, "peak ", peak, " bytes over the inputs, against ", scores_bytes, " of scores");
+}
+
+TEST_CASE("cuda: greedy generation with the KV cache on cuda gives the tokens of the CPU and of no cache") {
+  GPU_CASE();
+  // Head size 32: the prompt's queries and each new one run the decode kernel after the cached
+  // keys (nn/attention.cpp), the uncached path the same kernel over the whole window. 12 new
+  // tokens overflow block_size 16, so the cache also starts over from a cropped window.
+  nn::GPTConfig c;
+  c.vocab_size = 29, c.block_size = 16, c.n_layer = 2, c.n_head = 2, c.n_embd = 64;
+  nn::GPT cpu_model(c, 5), gpu_model(c, 5);
+  gpu_model.to(kGpu);
+  const Tensor prompt = Tensor::from_vector(std::vector<int64_t>{3, 1, 4, 1, 5, 9, 2, 6}, {2, 4});
+  const std::vector<int64_t> want = cpu_model.generate(prompt, 12, 0.0).to_vector<int64_t>();
+  CHECK(gpu_model.generate(prompt.to(kGpu), 12, 0.0).to(kCpu).to_vector<int64_t>() == want);
+  CHECK(gpu_model.generate_nocache(prompt.to(kGpu), 12, 0.0).to(kCpu).to_vector<int64_t>() == want);
+}
+
+TEST_CASE("cuda: causal attention is deterministic, and the model's fused op takes one qkv projection") {
+  GPU_CASE();
+  for (DType t : {DType::f32, DType::bf16}) {
+    INFO(std::string(dtype_name(t)));
+    const Tensor qkv = random_tensor({2, 70, 3 * 2 * 32}, 90, t);
+    const Tensor w = random_tensor({2, 70, 64}, 91, t).to(kGpu);
+    auto run = [&] {
+      Tensor x = qkv.to(kGpu).requires_grad_(true);
+      const Tensor y = causal_attention_qkv(x, 2, 0.25);
+      sum(mul(y, w)).backward();
+      return std::vector<Tensor>{y, x.grad()};
+    };
+    const std::vector<Tensor> a = run(), b = run();
+    CHECK(same_values(a[0], b[0]));
+    CHECK(same_values(a[1], b[1]));
+    // causal_attention_qkv is causal_attention on the head views, bit for bit.
+    Tensor x = qkv.to(kGpu).requires_grad_(true);
+    auto head = [&](int64_t i) { return x.narrow(2, i * 64, 64).view({2, 70, 2, 32}).transpose(1, 2); };
+    const Tensor y = causal_attention(head(0), head(1), head(2), 0.25).transpose(1, 2).reshape({2, 70, 64});
+    sum(mul(y, w)).backward();
+    CHECK(same_values(y, a[0]));
+    CHECK(same_values(x.grad(), a[1]));
+  }
+}
+
 TEST_CASE("cuda: layer_norm forward and backward, with and without affine, deterministic") {
-  REQUIRE_GPU();
+  GPU_CASE();
   for (DType t : kFloatTypes) {
     for (const Shape& shape : {Shape{300, 768}, Shape{5, 7, 33}, Shape{2, 5000}}) {
       for (bool affine : {true, false}) {
@@ -486,7 +642,7 @@ TEST_CASE("cuda: layer_norm forward and backward, with and without affine, deter
 }
 
 TEST_CASE("cuda: embedding forward and deterministic backward, small and large buckets") {
-  REQUIRE_GPU();
+  GPU_CASE();
   // 5000 ids: id 7 three thousand times (a bucket the kernel rebuilds by scanning), the rest random.
   std::vector<int64_t> ids(5000);
   const auto r = Tensor::randint(0, 50, {5000}, 70).to_vector<int64_t>();
@@ -517,7 +673,7 @@ TEST_CASE("cuda: embedding forward and deterministic backward, small and large b
 }
 
 TEST_CASE("cuda: cross_entropy forward and backward with ignore_index") {
-  REQUIRE_GPU();
+  GPU_CASE();
   for (DType t : kFloatTypes) {
     for (int64_t V : {int64_t(10), int64_t(1000), int64_t(50257)}) {
       INFO(std::string(dtype_name(t)), " classes ", V);
@@ -544,7 +700,7 @@ TEST_CASE("cuda: cross_entropy forward and backward with ignore_index") {
 // ---------------------------------------------------------------- indexing (against plain loops)
 
 TEST_CASE("cuda: index_select, index_add, gather, scatter_add") {
-  REQUIRE_GPU();
+  GPU_CASE();
   Backend& gpu = backend_for(kGpu);
   const Tensor x = random_tensor({5, 7, 3}, 90, DType::f32);
   const auto xv = x.to_vector<float>();
@@ -601,7 +757,7 @@ TEST_CASE("cuda: index_select, index_add, gather, scatter_add") {
 }
 
 TEST_CASE("cuda: ids and indices out of range are errors, reported at the next sync") {
-  REQUIRE_GPU();
+  GPU_CASE();
   const Tensor w = random_tensor({10, 4}, 95, DType::f32).to(kGpu);
   const Tensor bad = Tensor::from_vector<int64_t>({1, 2, 10, 3}, {4}, kGpu);
   const Tensor y = embedding(w, bad);
@@ -642,7 +798,7 @@ void adam_reference(std::vector<double>& p, const std::vector<double>& g, std::v
 }  // namespace
 
 TEST_CASE("cuda: adam_update matches the CPU kernel and PyTorch's Adam and AdamW") {
-  REQUIRE_GPU();
+  GPU_CASE();
   std::vector<AdamParams> variants(4);
   variants[1].weight_decay = 0.1;
   variants[2].weight_decay = 0.1;
@@ -679,7 +835,7 @@ TEST_CASE("cuda: adam_update matches the CPU kernel and PyTorch's Adam and AdamW
 }
 
 TEST_CASE("cuda: fused adam_update_multi keeps step counters on the GPU and matches the CPU") {
-  REQUIRE_GPU();
+  GPU_CASE();
   AdamParams a;
   a.lr = 1e-2;
   a.weight_decay = 0.05;
@@ -724,7 +880,7 @@ TEST_CASE("cuda: fused adam_update_multi keeps step counters on the GPU and matc
 // ---------------------------------------------------------------- memory and transfers
 
 TEST_CASE("cuda: caching allocator statistics, reuse and empty_cache") {
-  REQUIRE_GPU();
+  GPU_CASE();
   Allocator& al = allocator_for(kGpu);
   al.empty_cache();
   const MemoryStats s0 = memory_stats(kGpu);
@@ -759,7 +915,7 @@ TEST_CASE("cuda: caching allocator statistics, reuse and empty_cache") {
 }
 
 TEST_CASE("cuda: running out of memory is an error with the sizes, and the device keeps working") {
-  REQUIRE_GPU();
+  GPU_CASE();
   const int64_t n = int64_t(1) << 42;  // 16 TiB of f32
   CHECK_THROWS_WITH_AS(Tensor::empty({n}, DType::f32, kGpu),
                        doctest::Contains("cuda:0 out of memory: requested 17592186044416 bytes, free "), Error);
@@ -768,7 +924,7 @@ TEST_CASE("cuda: running out of memory is an error with the sizes, and the devic
 }
 
 TEST_CASE("cuda: host-device copies and syncs are counted once") {
-  REQUIRE_GPU();
+  GPU_CASE();
   const Tensor h = Tensor::ones({256});
   backend_for(kGpu).synchronize(0);
   reset_transfer_stats();
@@ -826,7 +982,7 @@ double max_error(const std::vector<double>& got, const std::vector<double>& want
 }  // namespace
 
 TEST_CASE("cuda: the fused classifier against the f64 reference and the CPU, in place and apart") {
-  REQUIRE_GPU();
+  GPU_CASE();
   struct Case {
     int64_t N, V;
     int ignore_every;
@@ -871,7 +1027,7 @@ TEST_CASE("cuda: the fused classifier against the f64 reference and the CPU, in 
 }
 
 TEST_CASE("cuda: layer_norm from the f32 stream into 16 bits, and its 16-bit gradient back into f32") {
-  REQUIRE_GPU();
+  GPU_CASE();
   for (DType low : {DType::bf16, DType::f16}) {
     for (const Shape& shape : {Shape{37, 96}, Shape{3, 5, 768}}) {
       INFO(std::string(dtype_name(low)), " ", shape_str(shape));
@@ -896,7 +1052,7 @@ TEST_CASE("cuda: layer_norm from the f32 stream into 16 bits, and its 16-bit gra
 }
 
 TEST_CASE("cuda: a 16-bit branch added to the f32 stream, and scale_by, are exact") {
-  REQUIRE_GPU();
+  GPU_CASE();
   for (DType low : {DType::bf16, DType::f16}) {
     INFO(std::string(dtype_name(low)));
     const Tensor s = random_tensor({33, 65}, 100, DType::f32), h = random_tensor({33, 65}, 101, low);
@@ -928,7 +1084,7 @@ TEST_CASE("cuda: a 16-bit branch added to the f32 stream, and scale_by, are exac
 }
 
 TEST_CASE("cuda: 16-bit products into f32, and linear layers with cuBLASLt's epilogues and without") {
-  REQUIRE_GPU();
+  GPU_CASE();
   Backend& gpu = backend_for(kGpu);
   Backend& cpu = backend_for(kCpu);
   for (DType t : {DType::bf16, DType::f16}) {

@@ -1,7 +1,10 @@
 // Training data: the byte tokenizer, the corpus (read with pread), the train/val split and the random
 // windows that depend only on the generator's state.
 #include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -11,8 +14,10 @@
 #include "data/byte_tokenizer.h"
 #include "data/text_dataset.h"
 #include "tests/temp_dir.h"
+#include "tests/test_helpers.h"
 
 using namespace lathe;
+using lathe::testing::error_of;
 using lathe::testing::TempDir;
 using namespace lathe::data;
 namespace fs = std::filesystem;
@@ -77,6 +82,34 @@ TEST_CASE("corpus errors name the path and the sizes") {
   const std::string small = d.write("small.txt", digits(50));
   CHECK_THROWS_WITH_AS(TextDataset(TextCorpus::open(small), 8), doctest::Contains("val 5"), Error);
   CHECK_NOTHROW(TextDataset(TextCorpus::open(small), 4));
+}
+
+TEST_CASE("corpus: a subdirectory that cannot be read is named in the error") {
+  TempDir d("unreadable");
+  d.write("a.txt", "readable\n");
+  d.write("locked/b.txt", "behind a directory no one may read\n");
+  fs::permissions(d.path / "locked", fs::perms::none);
+  const std::string locked = (d.path / "locked").string();
+  if (::geteuid() != 0) {
+    const std::string e = error_of([&] { TextCorpus::open(d.path.string()); });
+    CHECK(e.find("cannot read the directory " + locked + ": Permission denied") != std::string::npos);
+  } else if (std::system("setpriv --version > /dev/null 2>&1") == 0) {
+    // Root reads every directory: the program runs as nobody (the temporary directory is readable by all).
+    const std::string out = (d.path / "out.txt").string();
+    const std::string cmd = "setpriv --reuid=65534 --regid=65534 --clear-groups '" + std::string(LATHE_CLI_PATH) +
+                            "' tokenizer train --vocab-size 300 --data " + d.path.string() + " --out " +
+                            (d.path / "tok.json").string() + " > " + out + " 2>&1";
+    const int status = std::system(cmd.c_str());
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 1);
+    std::ifstream in(out);
+    std::string line;
+    std::getline(in, line);
+    CHECK(line == "lathe: corpus " + d.path.string() + ": cannot read the directory " + locked + ": Permission denied");
+  } else {
+    MESSAGE("skipped: running as root without setpriv, no directory is unreadable");
+  }
+  fs::permissions(d.path / "locked", fs::perms::owner_all);
 }
 
 TEST_CASE("dataset split: the last 10% of the bytes is validation") {

@@ -4,6 +4,7 @@
 // tests/dist/dist_train.py.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -228,7 +229,87 @@ TEST_CASE("dist: bad --zero and --freeze values are errors naming the flag") {
   CHECK(error_of([&] { train::Trainer t(o); }).find("nothing would train") != std::string::npos);
 }
 
-TEST_CASE("dist: --grad-slices sums the slices' gradients in one process; a batch it does not divide is refused") {
+TEST_CASE("dist: --dist-timeout is a positive number of seconds, given to the communicator, and a resume may change it") {
+  TempDir d("timeout");
+  train::TrainOptions o = tiny_run(d, "run");
+  for (double bad : {0.0, -1.0, std::nan(""), HUGE_VAL}) {
+    INFO(bad);
+    o.dist_timeout = bad;
+    CHECK(error_of([&] { train::validate(o); }).find("--dist-timeout must be a positive number of seconds") !=
+          std::string::npos);
+  }
+  dist::SingleProcessCommunicator comm;
+  CHECK(comm.timeout() == dist::kDefaultTimeoutSeconds);
+  CHECK(error_of([&] { comm.set_timeout(0); }).find("positive") != std::string::npos);
+  o.dist_timeout = 7.5;
+  train::Trainer(o, &comm).run(nullptr);
+  CHECK(comm.timeout() == 7.5);
+  CHECK(comm.activity() == "the checkpoint at step 6");  // what the run did last with its communicator
+  train::TrainOptions more = o;
+  more.steps = 8;
+  more.dist_timeout = 60;
+  dist::SingleProcessCommunicator again;
+  train::Trainer resumed = train::Trainer::resume(o.out, more, {"steps", "dist_timeout"}, &again);
+  CHECK(resumed.options().dist_timeout == 60);
+  CHECK(again.timeout() == 60);
+}
+
+namespace {
+// Rank 0 of two whose partner's all_gather contribution is `other`.
+class PairCommunicator final : public dist::Communicator {
+ public:
+  explicit PairCommunicator(std::string other) : other_(std::move(other)) {}
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::string describe() const override { return "pair"; }
+  void all_reduce_sum(float*, size_t) override {}
+  void all_reduce_sum(double*, size_t) override {}
+  std::unique_ptr<dist::PendingCollective> start_all_reduce_sum(float* d, size_t n) override {
+    return dist::SingleProcessCommunicator().start_all_reduce_sum(d, n);
+  }
+  void broadcast(void*, size_t, int) override {}
+  std::vector<std::string> all_gather(const std::string& mine) override { return {mine, other_}; }
+  void all_gather_bytes(const void*, void*, const std::vector<size_t>&) override {}
+  std::vector<std::string> gather(const std::string& mine, int) override { return {mine, other_}; }
+  void barrier() override {}
+  [[noreturn]] void abort(int code) override { std::exit(code); }
+
+ private:
+  std::string other_;
+};
+
+// check_same_run's error between rank 0 training `mine` and rank 1 training `theirs` ("" if none).
+std::string same_run_error(const train::Trainer& mine, const train::Trainer& theirs) {
+  const std::string data = dist::data_fingerprint(mine.data());
+  PairCommunicator comm(nlohmann::json{{"options", theirs.applied_options()}, {"data", data}}.dump());
+  return error_of([&] { dist::check_same_run(comm, mine.applied_options(), data); });
+}
+}  // namespace
+
+TEST_CASE("dist: ranks compare the options they train with, a default as the value it stands for") {
+  TempDir d("same_run");
+  train::TrainOptions preset = tiny_run(d, "run");  // the config's batch, 4
+  preset.batch = 0;
+  train::TrainOptions two = preset, four = preset;
+  two.batch = 2;
+  four.batch = 4;
+  const train::Trainer a(preset), b(two), c(four);
+  CHECK(a.applied_options()["batch"] == 4);
+  CHECK(train::to_json(a.options())["batch"] == 0);  // what a checkpoint stores: "the preset's"
+  CHECK(same_run_error(a, b).find("--batch is 4 on rank 0 but 2 on rank 1") != std::string::npos);
+  CHECK(same_run_error(a, c).empty());
+  // The floor of the cosine decay: lr / 10 by default, whichever way it is written.
+  train::TrainOptions floor = preset, other_floor = preset;
+  floor.min_lr = preset.lr / 10;
+  other_floor.min_lr = preset.lr / 5;
+  CHECK(same_run_error(a, train::Trainer(floor)).empty());
+  const std::string floors = same_run_error(a, train::Trainer(other_floor));
+  CHECK_MESSAGE(floors.find("--min-lr is " + nlohmann::json(preset.lr / 10).dump() + " on rank 0 but " +
+                            nlohmann::json(preset.lr / 5).dump() + " on rank 1") != std::string::npos,
+                floors);
+}
+
+TEST_CASE("dist: --grad-slices sums the slices' gradients in one process, a batch it does not divide is refused") {
   TempDir d("slices");
   train::TrainOptions whole = tiny_run(d, "whole");
   train::TrainOptions sliced = tiny_run(d, "sliced");

@@ -73,7 +73,7 @@ TEST_CASE("dtypes: f32 and f64 round to bf16 and f16 to nearest even, as torch")
   CHECK(g.to_vector<float>() == std::vector<float>{1.0f, 1.0f + 0x1p-9f, std::numeric_limits<float>::infinity()});
 }
 
-TEST_CASE("dtypes: NaN and infinity survive float casts; casts to bool test for non-zero") {
+TEST_CASE("dtypes: NaN and infinity survive float casts, casts to bool test for non-zero") {
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   Tensor x = core_test::f32({nan, inf, -inf, 0.0f, -0.0f, 1e-30f}, {6});
   for (DType t : {DType::f64, DType::bf16, DType::f16}) {
@@ -146,7 +146,7 @@ TEST_CASE("dtypes: 16-bit and mixed-dtype arithmetic matches torch") {
   }
 }
 
-TEST_CASE("dtypes: integer arithmetic is exact; division is true division") {
+TEST_CASE("dtypes: integer arithmetic is exact, division is true division") {
   for (DType t : {DType::i32, DType::i64}) {
     CAPTURE(t);
     Tensor a = tensor_of({7, -7, 9, 0, 5}, {5}, t), b = tensor_of({2, 2, -4, 3, 5}, {5}, t);

@@ -79,7 +79,7 @@ int run_ref(const std::string& case_path, const std::string& out_path, const std
 }  // namespace
 
 TEST_CASE("gpt golden: forward and backward match PyTorch, in-process") {
-  for (const char* name : {"gpt_tiny", "gpt_nobias"}) {
+  for (const char* name : {"gpt_tiny", "gpt_nobias", "gpt_ignore"}) {
     for (Device device : {Device::cpu(), Device::sim()}) {
       INFO("case ", name, " on ", device.str());
       serialize::SafetensorsFile c = serialize::read_safetensors(kGolden + "/" + name + ".case.safetensors");
@@ -91,7 +91,7 @@ TEST_CASE("gpt golden: forward and backward match PyTorch, in-process") {
 
 TEST_CASE("gpt golden: lathe ref writes the expected result") {
   TempDir dir;
-  for (const char* name : {"gpt_tiny", "gpt_nobias"}) {
+  for (const char* name : {"gpt_tiny", "gpt_nobias", "gpt_ignore"}) {
     for (const char* device : {"cpu", "sim"}) {
       INFO("case ", name, " on ", device);
       std::string output;
@@ -151,9 +151,42 @@ TEST_CASE("gpt golden: malformed cases are errors naming the fault, and write no
     replace(ts, "targets", Tensor::zeros({2, 8}));
   }, "\"targets\" must hold i64 or i32 token ids");
   expect_error("missing idx", [&](Tensors& ts, serialize::Metadata&) { drop(ts, "idx"); }, "missing tensor \"idx\"");
+  // -1 marks a target the loss ignores; an idx of -1, or a target below it, is no token.
+  expect_error("idx -1", [&](Tensors& ts, serialize::Metadata&) {
+    replace(ts, "idx", Tensor::full({2, 8}, -1, DType::i64));
+  }, "idx holds token id -1 (ids must be >= 0)");
+  expect_error("target -2", [&](Tensors& ts, serialize::Metadata&) {
+    replace(ts, "targets", Tensor::full({2, 8}, -2, DType::i64));
+  }, "targets holds token id -2 (ids must be >= -1; -1 marks a position to ignore)");
   expect_error("config without n_head", [&](Tensors&, serialize::Metadata& meta) {
     meta["case"] = R"({"kind": "gpt", "config": {"vocab_size": 64, "block_size": 16, "n_layer": 2, "n_embd": 32}})";
   }, "missing field \"n_head\"");
   expect_error("no config", [&](Tensors&, serialize::Metadata& meta) { meta["case"] = R"({"kind": "gpt"})"; },
                "no \"config\"");
+}
+
+TEST_CASE("gpt golden: every target -1 gives a NaN loss and zero gradients, as PyTorch's cross_entropy") {
+  // The mean over no targets is 0 / 0; the ignored positions pass no gradient back (PyTorch 1.13:
+  // F.cross_entropy(x, full(-1), ignore_index=-1) is nan and x.grad is zeros). Through `lathe ref`.
+  TempDir dir;
+  serialize::SafetensorsFile c = serialize::read_safetensors(kGolden + "/gpt_tiny.case.safetensors");
+  for (auto& [name, t] : c.tensors)
+    if (name == "targets") t = Tensor::full(t.shape(), -1, DType::i64);
+  const std::string case_path = dir.file("all_ignored.case.safetensors"), out = dir.file("all_ignored.out.safetensors");
+  serialize::write_safetensors(case_path, c.tensors, c.metadata);
+  for (const char* device : {"cpu", "sim"}) {
+    INFO("device ", device);
+    std::string output;
+    REQUIRE_MESSAGE(run_ref(case_path, out, device, output) == 0, output);
+    const serialize::SafetensorsFile got = serialize::read_safetensors(out);
+    CHECK(std::isnan(got.at("loss").item()));
+    int grads = 0;
+    for (const auto& [name, t] : got.tensors) {
+      if (name.rfind("grad.", 0) != 0) continue;
+      ++grads;
+      INFO(name);
+      CHECK(core_test::same_bits(t, Tensor::zeros(t.shape(), t.dtype())));
+    }
+    CHECK(grads == 29);  // every parameter of the 2-layer config, and lm_head.weight
+  }
 }

@@ -54,7 +54,7 @@ TEST_CASE("kernel profile: a 16-bit product's conversions are inside its row, no
   CHECK(rows[0].calls == 1);
 }
 
-TEST_CASE("kernel profile: off, nothing is recorded; take() starts afresh") {
+TEST_CASE("kernel profile: off, nothing is recorded, take() starts afresh") {
   profile::take();
   const Tensor a = Tensor::randn({4, 4}, 1);
   add(a, a);

@@ -147,7 +147,7 @@ TEST_CASE("fused classifier: loss and gradient against the f64 reference, bf16 a
   }
 }
 
-TEST_CASE("fused classifier: logits handed over become the gradient; logits the caller keeps do not") {
+TEST_CASE("fused classifier: logits handed over become the gradient, logits the caller keeps do not") {
   const Device sim = Device::sim();
   const int64_t N = 64, V = 1000;
   const size_t logits_bytes = size_t(N * V) * sizeof(float);
@@ -166,7 +166,7 @@ TEST_CASE("fused classifier: logits handed over become the gradient; logits the 
   CHECK(added_by_forward(true) < logits_bytes / 8);
 }
 
-TEST_CASE("fused classifier: a second backward is refused; gradcheck in f64 with ignored rows and a scale") {
+TEST_CASE("fused classifier: a second backward is refused, gradcheck in f64 with ignored rows and a scale") {
   Tensor x = Tensor::randn({4, 9}, 3, 0, DType::f64).requires_grad_();
   const Tensor t = Tensor::from_vector<int64_t>({2, -100, 8, 0}, {4});
   Tensor loss = fused_cross_entropy(x, t);
@@ -284,7 +284,7 @@ TEST_CASE("linear: f32 is bitwise the product, then the bias, then the GELU, as 
             .find("a 16-bit input takes f32 master weights") != std::string::npos);
 }
 
-TEST_CASE("layer_norm: an f32 input into a 16-bit output is the f32 result rounded once; its backward is f32's") {
+TEST_CASE("layer_norm: an f32 input into a 16-bit output is the f32 result rounded once, its backward is f32's") {
   for (DType low : {DType::bf16, DType::f16}) {
     INFO(dtype_name(low));
     const Tensor x = add(mul(Tensor::randn({13, 96}, 31), 2.0), 0.5);
@@ -322,7 +322,7 @@ TEST_CASE("add: a 16-bit branch joins the f32 stream without a cast, exactly") {
   CHECK(sa.grad().dtype() == DType::f32);
 }
 
-TEST_CASE("weight cast cache: each weight is cast once per version; an update re-casts it, an unchanged one is not") {
+TEST_CASE("weight cast cache: each weight is cast once per version, an update re-casts it, an unchanged one is not") {
   nn::GPTConfig c;
   c.vocab_size = 64;
   c.block_size = 8;

@@ -124,7 +124,7 @@ TEST_CASE("nn: state_dict round trip keeps parameter identity") {
   CHECK(max_abs_diff(c.transformer.wte.weight, a.transformer.wte.weight) == 0);
 }
 
-TEST_CASE("nn: strict load lists missing and unexpected keys; shapes are checked") {
+TEST_CASE("nn: strict load lists missing and unexpected keys, shapes are checked") {
   GPT a(small_config(), 1);
   NamedTensors sd = a.state_dict();
   NamedTensors partial;
@@ -291,6 +291,9 @@ TEST_CASE("nn: GPT config validation, presets and JSON") {
   bad = j;
   bad["bias"] = 1;
   CHECK_THROWS_WITH_AS(GPTConfig::from_json(bad), doctest::Contains("\"bias\" must be true or false"), Error);
+  bad = j;
+  bad["n_laters"] = 3;  // a misspelt n_layer must not leave the default in place silently
+  CHECK_THROWS_WITH_AS(GPTConfig::from_json(bad), doctest::Contains("unknown field \"n_laters\""), Error);
   nlohmann::json defaults = {{"vocab_size", 10}, {"block_size", 4}, {"n_layer", 1}, {"n_head", 1}, {"n_embd", 4}};
   CHECK(GPTConfig::from_json(defaults).bias);
   CHECK(GPTConfig::from_json(defaults).dropout == 0.0);

@@ -123,7 +123,7 @@ TEST_CASE("matmul: bad input") {
   CHECK_THROWS_AS(matmul(Tensor::scalar(1), Tensor::zeros({1})), Error);
 }
 
-TEST_CASE("matmul: empty inner dim gives zeros; bf16 computes in f32") {
+TEST_CASE("matmul: empty inner dim gives zeros, bf16 computes in f32") {
   CHECK(sum(matmul(Tensor::ones({2, 0}), Tensor::ones({0, 3}))).item() == 0);
   Tensor a = Tensor::randn({5, 33}, 3), b = Tensor::randn({33, 7}, 4);
   std::vector<float> ref = matmul(a, b).to_vector<float>();
@@ -222,7 +222,7 @@ TEST_CASE("cross_entropy: gradcheck with and without ignored rows") {
   check_grad([ti](const std::vector<Tensor>& x) { return cross_entropy(x[0], ti); }, {randn64({2, 3, 4}, 61)});
 }
 
-TEST_CASE("cross_entropy: all rows ignored gives NaN; bad input") {
+TEST_CASE("cross_entropy: all rows ignored gives NaN, bad input") {
   Tensor logits = Tensor::zeros({2, 3}).requires_grad_(true);
   Tensor loss = cross_entropy(logits, Tensor::full({2}, -100, DType::i64));
   CHECK(std::isnan(loss.item()));

@@ -14,10 +14,12 @@
 // with the case's relative tolerance and 1e-6 absolute.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <functional>
 #include <map>
 
 #include "core_test_util.h"
+#include "tests/gpu_cases.h"
 
 using namespace lathe;
 using core_test::compare;
@@ -52,6 +54,11 @@ Tensor adam_step(const std::vector<Tensor>& v, bool decoupled, double weight_dec
   a.decoupled_weight_decay = decoupled;
   adam_update(p, v[1].detach(), m, s, Tensor(), 3.0, a);
   return cat({p.reshape({-1}), m.reshape({-1}), s.reshape({-1})});
+}
+
+// softmax(q k^T / sqrt(head size) + causal mask) v of the inputs q, k, v.
+Tensor attention(const std::vector<Tensor>& v) {
+  return causal_attention(v[0], v[1], v[2], 1.0 / std::sqrt(double(v[0].size(3))));
 }
 
 // The cases, under the generator's names; v holds the inputs in the generator's order.
@@ -180,6 +187,14 @@ const std::vector<Case>& cases() {
       {"cross_entropy_3d", [](auto& v) { return cross_entropy(v[0], v[1].to(DType::i32)); }, kTranscend, false,
        kSums},
       {"cross_entropy_ignore2", [](auto& v) { return cross_entropy(v[0], v[1], 2); }, kTranscend, false, kSums},
+      // causal attention over a sweep of B, H, T and head sizes; the last two rows' queries come
+      // after a KV cache's keys
+      {"causal_attention_b1h1q1k1d8", attention, kTranscend, false, kSums},
+      {"causal_attention_b2h3q5k5d4", attention, kTranscend, false, kSums},
+      {"causal_attention_b1h2q70k70d8", attention, kTranscend, false, kSums},
+      {"causal_attention_b2h1q20k20d32", attention, kTranscend, false, kSums},
+      {"causal_attention_b1h2q3k9d8", attention, kTranscend, false, kSums},
+      {"causal_attention_b2h2q1k13d16", attention, kTranscend, false, kSums},
       // the fused classifier: the same mean, its gradient written by the forward and scaled by the backward
       {"fused_cross_entropy", [](auto& v) { return fused_cross_entropy(v[0], v[1]); }, kTranscend, false, kSums},
       {"fused_cross_entropy_3d", [](auto& v) { return fused_cross_entropy(v[0], v[1], -1); }, kTranscend, false,
@@ -243,16 +258,6 @@ void check_gradcheck(const Case& c) {
   CHECK_MESSAGE(err.empty(), err);
 }
 
-// Number of CUDA devices (0 without the backend or a GPU).
-int cuda_device_count() {
-  if (!backend_available(DeviceType::cuda)) return 0;
-  try {
-    return backend_for(Device::cuda()).device_count();
-  } catch (const Error&) {
-    return 0;
-  }
-}
-
 bool differentiable(const Case& c) {
   return core_test::find_golden(std::string(c.name) + ".gout") != nullptr;
 }
@@ -309,7 +314,7 @@ void check_on_device(Device device, bool bitwise) {
 TEST_CASE("ops: every op gives the cpu's bits on sim") { check_on_device(Device::sim(), true); }
 
 TEST_CASE("ops: every op matches the cpu on cuda") {
-  if (cuda_device_count() == 0) return;  // tests/test_cuda.cpp reports the skip
+  GPU_CASE();
   check_on_device(Device::cuda(), false);
 }
 
@@ -411,7 +416,7 @@ TEST_CASE("join: cat backward casts each gradient to its input's dtype") {
   CHECK(b.grad().to_vector<float>() == std::vector<float>{3, 4, 5});
 }
 
-TEST_CASE("join: stack checks shapes; split gives views and checks sizes") {
+TEST_CASE("join: stack checks shapes, split gives views and checks sizes") {
   Tensor a = Tensor::ones({2, 3});
   CHECK(stack({a, a, a}, 2).shape() == Shape{2, 3, 3});
   CHECK(stack({a}, -1).shape() == Shape{2, 3, 1});

@@ -1,5 +1,6 @@
 // Optimizers against their references: the golden cases of tests/golden/make_optim_goldens.py
-// (torch.optim SGD/Adam/AdamW single-tensor path; prodigy_reference.py for Prodigy) run through
+// (torch.optim SGD/Adam/AdamW single-tensor path; prodigy_reference.py for Prodigy) and
+// make_muon_goldens.py (torch.optim.Muon, or its transcription muon_reference.py) run through
 // the `lathe ref` kind "optim" in-process; the fused AdamW gives the plain path's bits; parameter
 // groups, frozen parameters, skipped gradients; every option check; malformed cases.
 #include <doctest/doctest.h>
@@ -31,6 +32,9 @@ struct Tol {
 };
 constexpr Tol kTorchTol{1e-4, 1e-6, 0};
 constexpr Tol kProdigyTol{1e-3, 0, 1e-4};
+// Muon: relative 1e-3, the bound for a bf16 Newton-Schulz iteration, with an absolute
+// floor of 1e-6 of the largest value for elements that pass near zero.
+constexpr Tol kMuonTol{1e-3, 0, 1e-6};
 
 void check_close(const std::string& name, const Tensor& actual, const Tensor& expected, Tol tol) {
   double emax = 0;
@@ -116,6 +120,18 @@ TEST_CASE("optim golden: Prodigy matches the reference algorithm, every option")
   check_golden("prodigy_group_d0", kProdigyTol, Device::cpu());
   // The optimizer's own d0, given beside the groups.
   check_golden("prodigy_opt_d0", kProdigyTol, Device::cpu());
+}
+
+TEST_CASE("optim golden: Muon matches torch.optim.Muon (PyTorch 2.9's step), momentum buffers included") {
+  // tests/golden/make_muon_goldens.py: tall, wide and square matrices, skipped and late gradients.
+  for (const Device device : {Device::cpu(), Device::sim()}) {
+    check_golden("muon", kMuonTol, device);             // no weight decay
+    check_golden("muon_decay", kMuonTol, device);       // PyTorch's defaults but the lr: decay 0.1
+    check_golden("muon_nonesterov", kMuonTol, device);  // plain momentum 0.9
+    check_golden("muon_match_rms", kMuonTol, device);   // adjust_lr_fn "match_rms_adamw"
+    check_golden("muon_groups", kMuonTol, device);      // two groups, two lrs, every option set
+    check_golden("muon_unfused", kMuonTol, device);     // use_addmm false (PyTorch's main branch)
+  }
 }
 
 TEST_CASE("optim golden: the same results on the sim device, and through the fused Adam path") {
@@ -244,7 +260,7 @@ TEST_CASE("optim bad options are errors naming the option and the value") {
   check_error([&] { opt.step(); }, {"group 2", "lr 0.5", "1"});
 }
 
-TEST_CASE("optim Prodigy: a step without progress changes nothing; group scalars are host f64 state") {
+TEST_CASE("optim Prodigy: a step without progress changes nothing, group scalars are host f64 state") {
   Tensor p = param_like({4}, 1);
   Prodigy opt({p});
   p.set_grad(Tensor::zeros({4}));

@@ -11,7 +11,9 @@
 #include "core/ops.h"
 #include "core/storage.h"
 #include "optim/adam.h"
+#include "optim/composite.h"
 #include "optim/grad_scaler.h"
+#include "optim/muon.h"
 #include "optim/prodigy.h"
 #include "optim/sgd.h"
 
@@ -53,6 +55,13 @@ std::vector<std::pair<std::string, Factory>> factories() {
       {"adamw", [](const std::vector<Tensor>& p) { return std::make_unique<AdamW>(p); }},
       {"adamw fused", [](const std::vector<Tensor>& p) { return std::make_unique<AdamW>(p, nlohmann::json::object(), true); }},
       {"prodigy", [](const std::vector<Tensor>& p) { return std::make_unique<Prodigy>(p); }},
+      // Muon on the matrices beside a fused AdamW on the vector: two modes in one composite.
+      {"muon+adamw", [](const std::vector<Tensor>& p) -> std::unique_ptr<Optimizer> {
+         std::vector<std::unique_ptr<Optimizer>> parts;
+         parts.push_back(std::make_unique<Muon>(std::vector<Tensor>{p[0], p[2]}, nlohmann::json{{"lr", 0.02}}));
+         parts.push_back(std::make_unique<AdamW>(std::vector<Tensor>{p[1]}, nlohmann::json::object(), true));
+         return std::make_unique<Composite>(std::move(parts));
+       }},
   };
 }
 
@@ -133,7 +142,7 @@ TEST_CASE("placement: step, move, step costs one move of the state, then no more
   }
 }
 
-TEST_CASE("placement: the plain Adam step counter never reaches the device; fused keeps it with the parameter") {
+TEST_CASE("placement: the plain Adam step counter never reaches the device, fused keeps it with the parameter") {
   Model m(kSim);
   AdamW plain(m.params);
   for (uint64_t t = 0; t < 3; ++t) {

@@ -100,7 +100,7 @@ std::map<std::string, std::string> tensor_sums(const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("precision: names parse; an unknown one is one error naming the option") {
+TEST_CASE("precision: names parse, an unknown one is one error naming the option") {
   CHECK(nn::parse_precision("f32") == nn::Precision::f32);
   CHECK(nn::parse_precision("bf16") == nn::Precision::bf16);
   CHECK(nn::parse_precision("fp16") == nn::Precision::fp16);

@@ -54,7 +54,7 @@ TEST_CASE("random: the first numbers of seed 0 are pinned") {
   CHECK(philox_below(0, 2, 1000) == 19);
 }
 
-TEST_CASE("random: same seed and offset give the same bits; an offset shifts the stream") {
+TEST_CASE("random: same seed and offset give the same bits, an offset shifts the stream") {
   for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
     CAPTURE(t);
     CHECK(same_bits(Tensor::rand({3, 7}, 5, 11, t), Tensor::rand({3, 7}, 5, 11, t)));

@@ -95,3 +95,42 @@ TEST_CASE("ref check: the program prints a verdict per tensor and the worst, and
   r = lathe::testing::run_lathe("ref '" + same + "' '" + same + "' --check '" + same + "' '" + same + "'");
   CHECK(r.code == 2);
 }
+
+TEST_CASE("ref check: NaN and infinities are reported by where they are and how they differ") {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  auto file = [](const std::string& name, const std::vector<double>& values) {
+    serialize::SafetensorsFile f;
+    f.path = name;
+    f.tensors.emplace_back("x", Tensor::from_vector(values, {2, 4}));
+    return f;
+  };
+  // [0, 1] NaN in got only, [0, 2] NaN in want only, [0, 3] and [1, 0] NaN in both, [1, 1] infinite
+  // in got only, [1, 2] infinities of opposite signs; [0, 0] and [1, 3] finite, 0.5 apart at most.
+  const auto got = file("got", {1.0, nan, 2.0, nan, nan, inf, -inf, 3.5});
+  const auto want = file("want", {1.25, 7.0, nan, nan, nan, 4.0, inf, 3.0});
+  const ref::TensorVerdict v = ref::check_results(got, want, {}).at(0);
+  const std::string text = ref::format_verdict(v);
+  INFO(text);
+  CHECK(!v.pass);
+  CHECK(v.mismatched == 8);
+  CHECK(text.find("8 of 8 elements differ") != std::string::npos);
+  CHECK(text.find("NaN in got only: 1 element, at [0, 1] (got nan, want 7)") != std::string::npos);
+  CHECK(text.find("NaN in want only: 1 element, at [0, 2] (got 2, want nan)") != std::string::npos);
+  CHECK(text.find("NaN in both (equal only with --equal-nan): 2 elements, the first at [0, 3]") != std::string::npos);
+  CHECK(text.find("infinite in got only: 1 element, at [1, 1] (got inf, want 4)") != std::string::npos);
+  CHECK(text.find("infinities of opposite signs: 1 element, at [1, 2] (got -inf, want inf)") != std::string::npos);
+  CHECK(text.find("over the finite elements: max |got - want| 0.5; worst at [1, 3]") != std::string::npos);
+  // With equal_nan the NaN pairs pass, and the rest is reported as before.
+  ref::CheckOptions nan_equal;
+  nan_equal.equal_nan = true;
+  const ref::TensorVerdict e = ref::check_results(got, want, nan_equal).at(0);
+  CHECK(e.mismatched == 6);
+  CHECK(ref::format_verdict(e).find("NaN in both") == std::string::npos);
+  // A scalar that is NaN against a number: no finite element to measure, and no "max |got - want| 0".
+  serialize::SafetensorsFile a, b;
+  a.tensors.emplace_back("loss", Tensor::scalar(nan));
+  b.tensors.emplace_back("loss", Tensor::scalar(2.5));
+  const std::string scalar = ref::format_verdict(ref::check_results(a, b, {}).at(0));
+  CHECK(scalar == "FAIL loss [] f32 (rtol 1.3e-06, atol 1e-05): 1 of 1 elements differ; NaN in got only: 1 element, "
+                  "at [] (got nan, want 2.5); no element with two finite values");
+}

@@ -17,6 +17,7 @@
 #include "ref/fixtures.h"
 #include "ref/result_check.h"
 #include "serialize/safetensors.h"
+#include "tests/gpu_cases.h"
 #include "tests/temp_dir.h"
 #include "tests/test_helpers.h"
 
@@ -79,15 +80,6 @@ void check_ops_against_torch(Device device) {
   CHECK(dtypes == std::set<std::string>{"f32", "f64", "bf16", "f16"});
 }
 
-int cuda_devices() {
-  if (!backend_available(DeviceType::cuda)) return 0;
-  try {
-    return backend_for(Device::cuda()).device_count();
-  } catch (const Error&) {
-    return 0;
-  }
-}
-
 // Runs case `c` on the cpu and returns its error message ("" when it ran).
 std::string case_error(const serialize::SafetensorsFile& c) {
   try {
@@ -122,7 +114,7 @@ TEST_CASE("ref op: every op in every dtype matches PyTorch on the cpu") { check_
 TEST_CASE("ref op: every op in every dtype matches PyTorch on sim") { check_ops_against_torch(Device::sim()); }
 
 TEST_CASE("ref op: every op in every dtype matches PyTorch on cuda") {
-  if (cuda_devices() == 0) return;  // tests/test_cuda.cpp reports the skip
+  GPU_CASE();
   check_ops_against_torch(Device::cuda());
 }
 

@@ -45,7 +45,7 @@ TrainOptions small_run(const TempDir& d, const std::string& optimizer, const std
   o.config = (d.path / "model.json").string();
   o.optimizer = optimizer;
   o.device = device;
-  o.lr = optimizer == "prodigy" ? 1.0 : optimizer == "sgd" ? 0.1 : 3e-3;
+  o.lr = optimizer == "prodigy" ? 1.0 : optimizer == "sgd" ? 0.1 : optimizer == "muon" ? 0.02 : 3e-3;
   o.steps = 12;
   o.warmup = 3;
   o.eval_interval = 4;
@@ -90,7 +90,7 @@ void resume(const fs::path& dir, std::vector<std::string> given_keys = {}, Train
 
 TEST_CASE("resume: bitwise identical to the run that never stopped, for every optimizer, on cpu and sim") {
   for (const char* device : {"cpu", "sim"}) {
-    for (const char* optimizer : {"adamw", "adam", "sgd", "prodigy"}) {
+    for (const char* optimizer : {"adamw", "adam", "sgd", "prodigy", "muon"}) {
       INFO(optimizer, " on ", device);
       TempDir d(std::string(optimizer) + "_" + device);
       TrainOptions o = small_run(d, optimizer, device);
@@ -127,7 +127,7 @@ TEST_CASE("resume: bitwise identical to the run that never stopped, for every op
   }
 }
 
-TEST_CASE("resume: more steps continue the run; changed settings are refused by name") {
+TEST_CASE("resume: more steps continue the run, changed settings are refused by name") {
   TempDir d("settings");
   TrainOptions o = small_run(d, "adamw", "cpu");
   o.steps = 6;

@@ -20,6 +20,7 @@
 
 #include "core/error.h"
 #include "serialize/checksum.h"
+#include "serialize/directory_lock.h"
 #include "serialize/safetensors.h"
 #include "tests/temp_dir.h"
 #include "tests/test_helpers.h"
@@ -178,7 +179,7 @@ TEST_CASE("run hardening: a second run on the same directory is refused at once,
   TrainOptions o = small_run(d);
   fs::create_directories(o.out);
   {
-    RunLock held(o.out);  // as a first `lathe train` holds it
+    serialize::DirectoryLock held(o.out, "lathe train", "run directory");  // as a first `lathe train` holds it
     const std::string err = error_of([&] { Trainer(o).run(nullptr); });
     CHECK(contains(err, "process " + std::to_string(::getpid())));
     CHECK(contains(err, o.out));
@@ -337,7 +338,7 @@ TEST_CASE("run hardening: a resume at the final step says the run is complete an
   CHECK(read_text(dir / "metrics.jsonl") == metrics_before);
 }
 
-TEST_CASE("run hardening: metrics with null values and a torn last line resume; a bad line names the file") {
+TEST_CASE("run hardening: metrics with null values and a torn last line resume, a bad line names the file") {
   TempDir d("metrics");
   TrainOptions o = small_run(d);
   o.keep_last = 10;
@@ -388,7 +389,7 @@ TEST_CASE("run hardening: metrics with null values and a torn last line resume; 
   CHECK(metric_value(nlohmann::json{{"loss", nullptr}}, "loss", "x") != metric_value({{"loss", nullptr}}, "loss", "x"));
 }
 
-TEST_CASE("run hardening: model.safetensors carries checksums; a flipped byte names the file and tensor") {
+TEST_CASE("run hardening: model.safetensors carries checksums, a flipped byte names the file and tensor") {
   TempDir d("weights");
   TrainOptions o = small_run(d);
   o.steps = 2;

@@ -503,7 +503,7 @@ TEST_CASE("safetensors damaged: metadata that is not string to string") {
   CHECK(parse_safetensors(reinterpret_cast<const uint8_t*>(ok.data()), ok.size(), "m").metadata.empty());
 }
 
-TEST_CASE("safetensors damaged: BOOL bytes that are not 0 or 1; U8 read as a mask") {
+TEST_CASE("safetensors damaged: BOOL bytes that are not 0 or 1, U8 read as a mask") {
   check_damaged(raw_file(R"({"m":{"dtype":"BOOL","shape":[3],"data_offsets":[0,3]}})", std::string("\x01\x02\x00", 3)),
                 "tensor 'm': BOOL element 1 is the byte 2, not 0 or 1");
   check_damaged(raw_file(R"({"m":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}})", std::string("\x00\x07", 2)),

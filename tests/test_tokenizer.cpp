@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -74,6 +75,33 @@ BpeTokenizer trained_on_texts(const TempDir& d, PretokenPattern pattern, uint64_
   return load_tokenizer(path);
 }
 
+// GPT-2's bpe() on one piece, one merge at a time with a plain O(n^2) loop: the ids the model must give.
+std::vector<uint32_t> reference_bpe(const BpeModel& model, const std::string& piece) {
+  std::map<std::pair<uint32_t, uint32_t>, std::pair<size_t, uint32_t>> rank;
+  const auto& merges = model.merges();
+  for (size_t r = 0; r < merges.size(); ++r)
+    rank.emplace(std::make_pair(merges[r].left, merges[r].right), std::make_pair(r, merges[r].merged));
+  std::vector<uint32_t> parts;
+  for (char c : piece) {
+    std::vector<uint32_t> one;
+    model.encode_piece(std::string(1, c), one);
+    parts.push_back(one[0]);
+  }
+  for (;;) {
+    size_t best = SIZE_MAX, at = 0;
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+      const auto it = rank.find({parts[i], parts[i + 1]});
+      if (it != rank.end() && it->second.first < best) best = it->second.first, at = i;
+    }
+    if (best == SIZE_MAX) break;
+    parts[at] = rank[{parts[at], parts[at + 1]}].second;
+    parts.erase(parts.begin() + std::ptrdiff_t(at) + 1);
+  }
+  return parts;
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
 std::vector<std::string> pieces_of(const Pretokenizer& p, const std::string& text) {
   std::vector<std::string> out;
   p.for_each_piece(text, 0, text.size(), [&](size_t b, size_t e) { out.push_back(text.substr(b, e - b)); });
@@ -114,6 +142,34 @@ TEST_CASE("tokenizer pre-tokenizer: PCRE2 cuts the golden texts as V8 runs the s
   }
 }
 
+TEST_CASE("tokenizer pre-tokenizer: PCRE2's interpreter cuts as its JIT does, within a bounded heap") {
+  const nlohmann::json golden = nlohmann::json::parse(slurp(std::string(LATHE_GOLDEN_DIR) + "/tokenizer_gpt2_ids.json"));
+  for (const char* name : {"gpt2", "gpt4"}) {
+    CAPTURE(name);
+    const Pretokenizer jit(parse_pretoken_pattern(name));
+    const Pretokenizer interpreter(parse_pretoken_pattern(name), RegexEngine::interpreter);
+    CHECK(jit.engine() == RegexEngine::jit);  // Debian's PCRE2 has its JIT on x86-64
+    CHECK(interpreter.engine() == RegexEngine::interpreter);
+    for (const auto& [file, _] : golden.at("piece_bytes").at(name).items()) {
+      CAPTURE(file);
+      const std::string text = slurp(kTexts + "/" + file);
+      CHECK(pieces_of(interpreter, text) == pieces_of(jit, text));
+    }
+    // A whitespace run of 64 KB matches as under the JIT. One of 64 MB does under GPT-2's pattern;
+    // GPT-4's backtracks past PCRE2's match limit there, refused naming the byte rather than
+    // running on (the JIT, lathe's default, takes both).
+    const std::string spaces = std::string(size_t(64) << 10, ' ') + "x";
+    CHECK(pieces_of(interpreter, spaces) == pieces_of(jit, spaces));
+    const std::string flood = "x" + std::string(size_t(64) << 20, ' ') + "x";
+    if (std::string(name) == "gpt2") {
+      CHECK(pieces_of(interpreter, flood) == pieces_of(jit, flood));
+    } else {
+      CHECK_THROWS_WITH_AS(pieces_of(interpreter, flood), doctest::Contains("PCRE2 failed at byte 1: match limit"),
+                           Error);
+    }
+  }
+}
+
 TEST_CASE("tokenizer round trip: decode(encode(x)) == x for gpt2, bytes and trained vocabularies") {
   TempDir d("tok_roundtrip");
   std::vector<std::pair<std::string, BpeTokenizer>> toks;
@@ -139,7 +195,7 @@ TEST_CASE("tokenizer round trip: decode(encode(x)) == x for gpt2, bytes and trai
   }
 }
 
-TEST_CASE("tokenizer pre-tokenizer: invalid UTF-8 becomes pieces of its own; patterns differ as GPT-2 and GPT-4 do") {
+TEST_CASE("tokenizer pre-tokenizer: invalid UTF-8 becomes pieces of its own, patterns differ as GPT-2 and GPT-4 do") {
   const Pretokenizer gpt2p(PretokenPattern::gpt2), gpt4p(PretokenPattern::gpt4);
   CHECK(pieces_of(gpt2p, "ab\xff\xfe cd") == std::vector<std::string>{"ab", "\xff\xfe", " cd"});
   CHECK(pieces_of(gpt2p, "\xc3(x") == std::vector<std::string>{"\xc3", "(", "x"});
@@ -168,36 +224,97 @@ TEST_CASE("tokenizer encode: the parallel path gives the single-thread ids") {
   }
 }
 
-TEST_CASE("tokenizer encode: long pieces (heap merge) agree with the pairwise rescan") {
-  // A 5,000-letter word and 3,000 spaces: the heap path; the same text cut into short words agrees
-  // piece by piece with encoding each short piece (the rescan path).
+TEST_CASE("tokenizer encode: long pieces (merges grouped by rank) agree with GPT-2's merge loop") {
+  // A 5,000-letter word: the long-piece path against the reference loop over the whole piece.
   std::string word;
   for (int i = 0; i < 5000; ++i) word += "thequickbrownfox"[i % 16];
   const std::vector<uint32_t> ids = gpt2().encode(word);
   CHECK(gpt2().decode(ids) == word);
-  // The reference: merge by rank with a plain O(n^2) loop over the whole piece.
-  std::map<std::pair<uint32_t, uint32_t>, std::pair<size_t, uint32_t>> rank;
-  const auto& merges = gpt2().model().merges();
-  for (size_t r = 0; r < merges.size(); ++r) rank.emplace(std::make_pair(merges[r].left, merges[r].right), std::make_pair(r, merges[r].merged));
-  std::vector<uint32_t> parts;
-  for (char c : word) {
-    std::vector<uint32_t> one;
-    gpt2().model().encode_piece(std::string(1, c), one);
-    parts.push_back(one[0]);
-  }
-  for (;;) {
-    size_t best = SIZE_MAX, at = 0;
-    for (size_t i = 0; i + 1 < parts.size(); ++i) {
-      const auto it = rank.find({parts[i], parts[i + 1]});
-      if (it != rank.end() && it->second.first < best) best = it->second.first, at = i;
+  CHECK(ids == reference_bpe(gpt2().model(), word));
+  // Runs of one byte, where a pair of two equal tokens overlaps the next ("aaa": the leftmost
+  // merges first), and lengths around powers of two; a run plus a letter is one piece too.
+  for (const char c : {' ', '=', '-', '\n'})
+    for (const size_t n : {49, 64, 65, 127, 1000, 1023, 3000}) {
+      const std::string run(n, c);
+      CAPTURE(int(c));
+      CAPTURE(n);
+      std::vector<uint32_t> got;
+      gpt2().model().encode_piece(run, got);
+      CHECK(got == reference_bpe(gpt2().model(), run));
     }
-    if (best == SIZE_MAX) break;
-    parts[at] = rank[{parts[at], parts[at + 1]}].second;
-    parts.erase(parts.begin() + std::ptrdiff_t(at) + 1);
-  }
-  CHECK(ids == parts);
   const std::string spaces(3000, ' ');
   CHECK(gpt2().decode(gpt2().encode(spaces + "x")) == spaces + "x");
+}
+
+TEST_CASE("tokenizer encode: a trained vocabulary of long runs merges them as the reference does") {
+  // Trained on runs of spaces and letters, so that tokens of 2, 4, 8, ... spaces and "ab" chains
+  // exist; then long runs, and pseudo-random text of a two-letter alphabet, go through the
+  // long-piece path.
+  TempDir d("tok_runs");
+  PieceCounts counts(PretokenPattern::gpt2);
+  std::string text;
+  for (int n = 1; n < 300; n += 7) text += std::string(size_t(n), ' ') + "x" + std::string(size_t(n), 'a') + "b ";
+  counts.add_text(text);
+  write_tokenizer_file(d.file("runs.json"), {PretokenPattern::gpt2, train_bpe_merges(counts, 400)});
+  const BpeTokenizer tok = load_tokenizer(d.file("runs.json"));
+  uint64_t state = 12345;
+  std::string mixed;
+  for (int i = 0; i < 4000; ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    mixed += "ab"[(state >> 33) & 1];
+  }
+  for (const std::string& piece : {std::string(5000, ' '), std::string(4097, 'a'), mixed}) {
+    CAPTURE(piece.substr(0, 8));
+    std::vector<uint32_t> got;
+    tok.model().encode_piece(piece, got);
+    CHECK(got == reference_bpe(tok.model(), piece));
+    CHECK(tok.decode(got) == piece);
+  }
+}
+
+TEST_CASE("tokenizer encode: random vocabularies over three letters merge long pieces as the reference does") {
+  // Merges of random earlier tokens (no pair twice, no token twice), so that equal-token pairs
+  // ("aa aa aa"), tokens made from tokens made late, and long overlapping runs all occur; pieces of
+  // 49 to 1,500 bytes go through the long-piece path and must give the reference's ids exactly.
+  uint64_t state = 0x5eed;
+  auto next = [&](uint64_t n) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return (state >> 33) % n;
+  };
+  const std::string letters = "abc";
+  for (int vocab = 0; vocab < 6; ++vocab) {
+    std::vector<std::pair<uint32_t, uint32_t>> merges;
+    std::vector<uint32_t> usable(letters.begin(), letters.end());  // ids made so far
+    std::set<std::string> made;
+    std::set<std::pair<uint32_t, uint32_t>> pairs;
+    std::vector<std::string> bytes(256);
+    for (int b = 0; b < 256; ++b) bytes[size_t(b)] = std::string(1, char(b));
+    while (merges.size() < 120) {
+      const uint32_t l = usable[next(usable.size())], r = usable[next(usable.size())];
+      const std::string joined = bytes[l] + bytes[r];
+      if (joined.size() > 24 || pairs.count({l, r}) || made.count(joined) || joined.size() < 2) continue;
+      pairs.insert({l, r});
+      made.insert(joined);
+      bytes.push_back(joined);
+      usable.push_back(uint32_t(256 + merges.size()));
+      merges.emplace_back(l, r);
+    }
+    const BpeModel model = BpeModel::from_merges(merges);
+    for (int t = 0; t < 8; ++t) {
+      std::string piece(49 + next(1450), 'a');
+      // Runs of one letter as often as mixed stretches.
+      for (size_t i = 0; i < piece.size();) {
+        const char c = letters[next(3)];
+        const size_t run = next(4) == 0 ? 1 + next(60) : 1;
+        for (size_t k = 0; k < run && i < piece.size(); ++k) piece[i++] = c;
+      }
+      CAPTURE(vocab);
+      CAPTURE(t);
+      std::vector<uint32_t> got;
+      model.encode_piece(piece, got);
+      CHECK(got == reference_bpe(model, piece));
+    }
+  }
 }
 
 TEST_CASE("tokenizer encode: the piece cache grows, fills and starts over without changing an id") {
@@ -281,6 +398,83 @@ TEST_CASE("tokenizer files: damaged or mismatched vocabularies are refused, nami
   CHECK(error_of([&] { load_tokenizer(d.file("missing.json")); }).find("missing.json") != std::string::npos);
 }
 
+TEST_CASE("tokenizer files: tokens past 64 MiB in all are refused while loading, naming the file, the merge and the size") {
+  TempDir d("tok_bound");
+  // [97, 97], then 40 merges each joining the previous token with itself: a file of a few hundred
+  // bytes describing tokens of 2^42 bytes. Merge k makes 2^(k + 1) bytes, so merge 24 is the first
+  // to take the total (with the 256 byte tokens) past 2^26.
+  std::vector<std::pair<uint32_t, uint32_t>> doubling = {{97, 97}};
+  for (uint32_t k = 0; k < 40; ++k) doubling.emplace_back(256 + k, 256 + k);
+  write_tokenizer_file(d.file("doubling.json"), {PretokenPattern::gpt2, doubling});
+  CHECK(fs::file_size(d.file("doubling.json")) < 1000);
+  std::string e = error_of([&] { load_tokenizer(d.file("doubling.json")); });
+  CHECK(contains(e, "tokenizer " + d.file("doubling.json")));
+  CHECK(contains(e, "merge 24 (279, 279) makes a token of 33554432 bytes"));
+  CHECK(contains(e, "past the limit of 67108864"));
+  // 60,000 merges that each grow the last token by one byte: 1.8 GB in all.
+  std::vector<std::pair<uint32_t, uint32_t>> growing = {{97, 97}};
+  for (uint32_t k = 0; k + 1 < 60000; ++k) growing.emplace_back(256 + k, 97);
+  uint64_t total = 256, first_past = 0;
+  for (uint64_t k = 0; total <= kMaxVocabularyBytes; ++k) total += k + 2, first_past = k;
+  write_tokenizer_file(d.file("growing.json"), {PretokenPattern::gpt2, growing});
+  e = error_of([&] { load_tokenizer(d.file("growing.json")); });
+  CHECK(contains(e, d.file("growing.json")));
+  CHECK(contains(e, "merge " + std::to_string(first_past) + " (" + std::to_string(255 + first_past) + ", 97) makes a token of " +
+                        std::to_string(first_past + 2) + " bytes"));
+  // Just under the bound loads, and a long token encodes and decodes.
+  doubling.resize(24);
+  write_tokenizer_file(d.file("under.json"), {PretokenPattern::gpt2, doubling});
+  const BpeTokenizer tok = load_tokenizer(d.file("under.json"));
+  const std::string a(1 << 12, 'a');
+  CHECK(tok.encode(a) == std::vector<uint32_t>{256 + 11});
+  CHECK(tok.decode(tok.encode(a)) == a);
+}
+
+TEST_CASE("tokenizer files: a repeated merge, a token made twice or one used before it is made is refused") {
+  TempDir d("tok_repeat");
+  auto error_for = [&](const std::string& name, const std::vector<std::pair<uint32_t, uint32_t>>& merges) {
+    write_tokenizer_file(d.file(name), {PretokenPattern::gpt2, merges});
+    const std::string e = error_of([&] { load_tokenizer(d.file(name)); });
+    CHECK(contains(e, "tokenizer " + d.file(name)));
+    return e;
+  };
+  CHECK(contains(error_for("pair.json", {{97, 98}, {99, 100}, {97, 98}}), "merge 2 repeats the pair (97, 98) of merge 0"));
+  // "abc" as (ab, c) and again as (a, bc).
+  CHECK(contains(error_for("bytes.json", {{97, 98}, {256, 99}, {98, 99}, {97, 258}}),
+                 "merge 3 (97, 258) makes the same bytes as merge 1 (256, 99)"));
+  // GPT-2's files: the last merge (" gazed", 50255) replaced by a second copy of merge 0, as an
+  // edited vocab.bpe could be; before, "she gazed at it" then encoded to [7091, 308, 13865, 379, 340].
+  gpt2();
+  const std::string vocab = slurp(gpt2_vocab_dir() + "/vocab.bpe"), encoder = slurp(gpt2_vocab_dir() + "/encoder.json");
+  std::vector<std::string> lines;
+  std::istringstream in(vocab);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) lines.push_back(line);
+  REQUIRE(lines.size() == 50001);
+  auto write_gpt2 = [&](const std::string& dir, const std::vector<std::string>& ls) {
+    std::string text;
+    for (const std::string& l : ls) text += l + "\n";
+    d.write(dir + "/vocab.bpe", text);
+    d.write(dir + "/encoder.json", encoder);
+    return d.file(dir + "/vocab.bpe");
+  };
+  std::vector<std::string> repeated = lines;
+  repeated.back() = lines[1];
+  const std::string path = write_gpt2("repeated", repeated);
+  const std::string e = error_of([&] { load_tokenizer(path); });
+  CHECK(contains(e, path));
+  CHECK(contains(e, "merge 49999"));
+  CHECK(contains(e, "which merge 0 already makes"));
+  CHECK(gpt2().encode("she gazed at it") == std::vector<uint32_t>{7091, 50255, 379, 340});
+  // A merge using a token that only a later merge makes: merge 0's result first used at line 2.
+  std::vector<std::string> early = lines;
+  const auto user = std::find_if(early.begin() + 2, early.end(), [](const std::string& l) { return l.rfind("\u0120t ", 0) == 0; });
+  REQUIRE(user != early.end());
+  std::rotate(early.begin() + 1, user, user + 1);
+  const std::string early_path = write_gpt2("early", early);
+  CHECK(contains(error_of([&] { load_tokenizer(early_path); }), "which neither a byte nor an earlier merge makes"));
+}
+
 TEST_CASE("token shards: end-of-text then each document's ids, in sorted path order, across shards") {
   TempDir d("tok_shards");
   d.write("corpus/b.txt", "second document, it's here.\n");
@@ -295,10 +489,10 @@ TEST_CASE("token shards: end-of-text then each document's ids, in sorted path or
   }
   CHECK(m.tokens == expected.size());
   CHECK(m.documents == 3);
-  CHECK(m.shards == (expected.size() + 6) / 7);
+  CHECK(m.shards.size() == (expected.size() + 6) / 7);
   // The files themselves: llm.c's header, uint16 tokens, concatenated in name order.
   std::vector<uint32_t> stream;
-  for (size_t i = 0; i < m.shards; ++i) {
+  for (size_t i = 0; i < m.shards.size(); ++i) {
     const std::string bytes = slurp(shard_path(d.file("shards"), i));
     int32_t header[256];
     REQUIRE(bytes.size() >= sizeof header);
@@ -313,7 +507,7 @@ TEST_CASE("token shards: end-of-text then each document's ids, in sorted path or
     }
   }
   CHECK(stream == expected);
-  const TokenShards mapped = TokenShards::open(d.file("shards"), tok.vocab_size());
+  const TokenShards mapped = TokenShards::open(d.file("shards"), read_shard_manifest(d.file("shards")), tok);
   std::vector<int64_t> back(mapped.size());
   mapped.read(0, back.size(), back.data());
   CHECK(std::equal(back.begin(), back.end(), expected.begin()));
@@ -332,59 +526,11 @@ TEST_CASE("token shards of gpt2: end-of-text followed by exactly tiktoken's ids,
     for (const auto& id : ids) expected.push_back(id.get<int64_t>());
   }
   CHECK(m.documents == golden.at("ids").size());
-  const TokenShards shards = TokenShards::open(d.file("shards"), gpt2().vocab_size());
+  const TokenShards shards = TokenShards::open(d.file("shards"), read_shard_manifest(d.file("shards")), gpt2());
   REQUIRE(shards.size() == expected.size());
   std::vector<int64_t> stream(shards.size());
   shards.read(0, stream.size(), stream.data());
   CHECK(stream == expected);
-}
-
-TEST_CASE("token shards: uint32 tokens under llm.c's second magic for vocabularies past 65,536") {
-  TempDir d("tok_wide");
-  ShardWriter w(d.path.string(), 100000, 3);
-  const std::vector<uint32_t> ids = {1, 70000, 99999, 5, 65536};
-  w.append(ids.data(), ids.size());
-  CHECK(w.finish() == 2);
-  const std::string bytes = slurp(shard_path(d.path.string(), 0));
-  int32_t header[3];
-  std::memcpy(header, bytes.data(), sizeof header);
-  CHECK(header[0] == 20240801);
-  CHECK(header[1] == 7);
-  CHECK(header[2] == 3);
-  const TokenShards s = TokenShards::open(d.path.string(), 100000);
-  std::vector<int64_t> back(5);
-  s.read(0, 5, back.data());
-  CHECK(std::equal(back.begin(), back.end(), ids.begin()));
-  CHECK(error_of([&] { TokenShards::open(d.path.string(), 80000); }).find("beyond the vocabulary") != std::string::npos);
-}
-
-TEST_CASE("token shards: a wrong magic, a wrong size or a token beyond the vocabulary names the file") {
-  TempDir d("tok_shard_bad");
-  ShardWriter w(d.path.string(), 300, 100);
-  const std::vector<uint32_t> ids = {1, 2, 299, 4};
-  w.append(ids.data(), ids.size());
-  w.finish();
-  const std::string path = shard_path(d.path.string(), 0);
-  const std::string good = slurp(path);
-  auto with = [&](const std::string& bytes) {
-    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-    return error_of([&] { TokenShards::open(d.path.string(), 300); });
-  };
-  std::string bad = good;
-  bad[0] = 7;
-  std::string e = with(bad);
-  CHECK(e.find(path) != std::string::npos);
-  CHECK(e.find("magic") != std::string::npos);
-  e = with(good.substr(0, good.size() - 1));
-  CHECK(e.find(path) != std::string::npos);
-  CHECK(e.find("truncated") != std::string::npos);
-  CHECK(with(good.substr(0, 100)).find("shorter than the 1024-byte header") != std::string::npos);
-  e = with(good);
-  CHECK(e.empty());
-  CHECK(error_of([&] { TokenShards::open(d.path.string(), 299); }).find(path) != std::string::npos);
-  // A gap in the numbering.
-  fs::rename(path, shard_path(d.path.string(), 1));
-  CHECK(error_of([&] { TokenShards::open(d.path.string(), 300); }).find("shard_000000.bin is missing") != std::string::npos);
 }
 
 TEST_CASE("token training: trains on shards, records the tokenizer, refuses to resume on another") {

@@ -5,10 +5,16 @@ Each case is one command line over inputs generated into a temporary directory: 
 non-regular files (empty, truncated, garbage, huge header, FIFO, directory, symlink loop,
 /dev/null, missing), numeric flags set to negative, zero, huge and non-numeric values for every
 subcommand, unknown flags and devices, model configs and reference cases that are wrong in every
-way the format allows. A run passes when it
+way the format allows, tokenizers and token shard directories that are wrong in every way found
+so far. A run passes when it
 
-  - exits 1 or 2 with exactly one line on stderr, starting "lathe: ", and
-  - is neither killed by a signal (a crash) nor still running after the timeout (a hang).
+  - exits 1 or 2 with exactly one line on stderr, starting "lathe: " (and, for the cases that say
+    what it must name, naming it), and
+  - is neither killed by a signal (a crash) nor still running after the timeout (a hang), nor
+    past the address space a case allows.
+
+`lathe ref --check` on results that differ is a verdict, not an error: exit 1, its report on
+stdout, nothing on stderr; its cases require the report to say what differs.
 
 Exit 0 on a bad input is "silent acceptance", a failure, except for the cases listed as
 expected-ok below: values the program legitimately accepts (a seed of 0, --tokens 0, ...), which
@@ -22,8 +28,10 @@ driver, which says when one starts to pass.
 
 import argparse
 import concurrent.futures
+import fcntl
 import json
 import os
+import resource
 import shutil
 import struct
 import subprocess
@@ -55,6 +63,7 @@ EXPECTED_OK = {
     "train.weight-decay.hex", "train.weight-decay.too_big", "train.weight-decay.int64_max",
     "train.grad-clip.hex", "train.grad-clip.too_big", "train.grad-clip.int64_max",
     "sample.temperature.hex", "sample.temperature.too_big", "sample.temperature.int64_max",
+    "bench.peak-tflops.hex",
     # More than there is means all of it: top-k past the vocabulary, intervals past the run (only
     # at the end), keep-last past the checkpoints, a warm-up longer than the run.
     "sample.top-k.int64_max", "train.eval-interval.int64_max", "train.ckpt-interval.int64_max",
@@ -64,6 +73,11 @@ EXPECTED_OK = {
     # Any finite positive initial loss scale (fp16 backs off from it), any growth interval >= 1.
     "train.init-scale.hex", "train.init-scale.too_big", "train.init-scale.int64_max",
     "train.scale-growth-interval.int64_max",
+    # The undamaged files of the convert section: every command takes them.
+    "convert.hf.good", "sample.hf.good", "train.init-from.hf.good",
+    "convert.llmc.good", "sample.llmc.good", "train.init-from.llmc.good",
+    # 50 MB of spaces encode in memory proportionate to the input.
+    "tokenizer.encode.spaces_50mb",
 }
 
 
@@ -117,6 +131,7 @@ class Inputs:
         self.checkpoint = os.path.join(self.base_run, ckpts[-1])
         self.bad = self.bad_files()
         self.tokenizer_inputs()
+        self.shard_directory_inputs()
 
     def path(self, name):
         return os.path.join(self.root, name)
@@ -305,13 +320,117 @@ def _tokenizer_inputs(self):
 Inputs.tokenizer_inputs = _tokenizer_inputs
 
 
+def tokenizer_json(merges):
+    """A file of `lathe tokenizer train`'s format with these merges."""
+    n = 256 + len(merges)
+    return json.dumps({"format": "lathe-bpe-tokenizer", "version": 1, "pattern": "gpt2", "vocab_size": n,
+                       "end_of_text": n, "merges": merges}).encode()
+
+
+def _shard_directory_inputs(self):
+    """Tokenizers whose tokens would not fit in memory or repeat a merge, shard directories that
+    disagree with their manifest (as a killed or concurrent rewrite, or a hand edit, leaves them),
+    outputs that overlap their input or cannot be written, and 50 MB of spaces."""
+    lathe = self.lathe
+    # [97, 97], then 40 merges each of the previous token with itself: tokens of 2^42 bytes from 600
+    # bytes of file; and 60,000 merges that each grow a token by one byte (1.8 GB in all).
+    self.tok_doubling = self.write("tok/doubling.json", tokenizer_json([[97, 97]] + [[256 + k, 256 + k] for k in range(40)]))
+    self.tok_growing = self.write("tok/growing.json", tokenizer_json([[97, 97]] + [[256 + k, 97] for k in range(59999)]))
+    self.tok_repeated_pair = self.write("tok/repeated_pair.json", tokenizer_json([[97, 98], [99, 100], [97, 98]]))
+    self.tok_same_bytes = self.write("tok/same_bytes.json", tokenizer_json([[97, 98], [256, 99], [98, 99], [97, 258]]))
+    _, encoder = small_gpt2_vocab()
+    self.gpt2_repeated = self.write("tok/gpt2_repeated/vocab.bpe", b"#version: 0.2\nt h\nt h\n")
+    self.write_json("tok/gpt2_repeated/encoder.json", encoder)
+    self.gpt2_later = self.write("tok/gpt2_later/vocab.bpe", b"#version: 0.2\nth e\nt h\n")
+    self.write_json("tok/gpt2_later/encoder.json", encoder)
+
+    # Directories of shards that a reader must refuse: copies of self.shards (one shard of the
+    # trained tokenizer) with their manifest edited, and the shards of `bytes` under that manifest.
+    self.disagreeing_shards = {}
+    with open(os.path.join(self.shards, "tokenizer.json")) as f:
+        manifest = json.load(f)
+    edits = {
+        "manifest_tokens_5": {"tokens": 5},
+        "manifest_tokens_negative": {"tokens": -1},
+        "manifest_vocab_size": {"vocab_size": manifest["vocab_size"] + 1},
+        "manifest_end_of_text": {"end_of_text": manifest["end_of_text"] - 1},
+        "manifest_kind": {"tokenizer": {**manifest["tokenizer"], "kind": "gpt2"}},
+        "manifest_older_lathe": {"version": None, "state": None, "files": None},
+        "manifest_writing": {"state": "writing", "writer": "lathe tokenize (process 4242)"},
+    }
+    for label, change in edits.items():
+        d = self.path(f"tok/shards_{label}")
+        shutil.copytree(self.shards, d)
+        edited = {k: v for k, v in {**manifest, **change}.items() if v is not None}
+        self.write_json(f"tok/shards_{label}/tokenizer.json", edited)
+        self.disagreeing_shards[label] = d
+    bytes_shards = self.path("tok/bytes_shards")
+    subprocess.run([lathe, "tokenize", "--tokenizer", "bytes", "--data", self.corpus, "--out", bytes_shards],
+                   check=True, stdout=subprocess.DEVNULL, timeout=60)
+    # A killed re-tokenize of old (before the manifest went first): byte shards under the manifest
+    # of the trained tokenizer.
+    mixed = self.path("tok/shards_mixed")
+    shutil.copytree(self.shards, mixed)
+    shutil.copy(os.path.join(bytes_shards, "shard_000000.bin"), os.path.join(mixed, "shard_000000.bin"))
+    self.disagreeing_shards["mixed_tokenizers"] = mixed
+    # A shard past a gap that an older re-run left, and one of a concurrent run.
+    stale = self.path("tok/shards_stale")
+    shutil.copytree(self.shards, stale)
+    shutil.copy(os.path.join(self.shards, "shard_000000.bin"), os.path.join(stale, "shard_000007.bin"))
+    self.disagreeing_shards["stale_past_gap"] = stale
+
+    # Outputs: a corpus directory, a shard directory another process holds, one whose
+    # tokenizer.json is another program's.
+    self.corpus_dir = self.path("tok/corpus_dir")
+    self.write("tok/corpus_dir/a.txt", b"a document of the corpus\n")
+    self.locked_out = self.path("tok/locked_out")
+    os.makedirs(self.locked_out)
+    self.held_lock = open(os.path.join(self.locked_out, ".lock"), "w")
+    fcntl.flock(self.held_lock, fcntl.LOCK_EX)  # held by this driver for as long as it runs
+    self.held_lock.write(f"{os.getpid()} lathe tokenize\n")
+    self.held_lock.flush()
+    self.foreign_out = self.path("tok/foreign_out")
+    self.write("tok/foreign_out/tokenizer.json", b'{"version": "1.0", "model": {"type": "BPE"}}')
+
+    # A corpus with a subdirectory that cannot be read; root reads everything, so then the case
+    # runs as nobody (setpriv), in a tree everyone may traverse.
+    self.unreadable_corpus = self.path("tok/unreadable")
+    self.write("tok/unreadable/a.txt", b"readable\n")
+    self.write("tok/unreadable/locked/b.txt", b"locked away\n")
+    os.chmod(os.path.join(self.unreadable_corpus, "locked"), 0)
+    self.as_nobody = []
+    if os.geteuid() == 0 and shutil.which("setpriv"):
+        os.chmod(self.root, 0o755)
+        os.chmod(os.path.dirname(self.unreadable_corpus), 0o755)
+        self.as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    self.can_test_unreadable = os.geteuid() != 0 or bool(self.as_nobody)
+
+    # 50 MB of spaces, and a 512-token vocabulary trained on runs of spaces (tokens of 2, 4, 8, ...).
+    runs = self.write("tok/space_runs.txt", b"".join(b" " * n + b"x" for n in range(1, 2000, 3)))
+    self.tok_spaces = self.path("tok/spaces512.json")
+    subprocess.run([lathe, "tokenizer", "train", "--data", runs, "--vocab-size", "512", "--out", self.tok_spaces],
+                   check=True, stdout=subprocess.DEVNULL, timeout=60)
+    self.spaces_50mb = self.write("tok/spaces_50mb.txt", b" " * (50 << 20))
+
+
+Inputs.shard_directory_inputs = _shard_directory_inputs
+
+
 # ---------------------------------------------------------------------------------------------
 # Cases
 
 
 class Case:
-    def __init__(self, name, args):
-        self.name, self.args = name, args
+    """One command line. `says`: text the message must hold (it names the fault). `verdict`: the
+    run is `lathe ref --check` judging results, not an error: exit 1, nothing on stderr, and `says`
+    in its report on stdout. `prefix`: what runs lathe (setpriv, to run as nobody); `memory_mb`:
+    the address space it may take, so that a blow-up fails fast instead of swapping (generous: a
+    CUDA build maps cuBLAS, some hundreds of megabytes, before main); `peak_rss_mb`: the resident
+    memory it may reach, measured (the bound a case states about lathe's own use)."""
+
+    def __init__(self, name, args, says=None, verdict=False, prefix=None, memory_mb=None, peak_rss_mb=None):
+        self.name, self.args, self.says, self.verdict = name, args, says, verdict
+        self.prefix, self.memory_mb, self.peak_rss_mb = prefix or [], memory_mb, peak_rss_mb
 
 
 def numeric_values(kind):
@@ -357,7 +476,8 @@ def flag_cases(inp):
     flags = {
         "sample": (sample, {"--tokens": "int", "--temperature": "float", "--top-k": "int", "--seed": "int",
                             "--samples": "int"}),
-        "bench": (bench, {"--steps": "int", "--warmup": "int", "--batch": "int", "--threads": "int"}),
+        "bench": (bench, {"--steps": "int", "--warmup": "int", "--batch": "int", "--threads": "int",
+                          "--peak-tflops": "float"}),
         "train": (None, {"--steps": "int", "--batch": "int", "--lr": "float", "--min-lr": "float", "--warmup": "int",
                          "--weight-decay": "float", "--grad-clip": "float", "--beta1": "float", "--beta2": "float",
                          "--seed": "int", "--eval-interval": "int", "--eval-iters": "int", "--ckpt-interval": "int",
@@ -608,15 +728,17 @@ def ref_cases(inp):
         "gpt.targets_i8": ("gpt_tiny", dict(edit_tensors=replace("targets", "I8", [2, 8], b"\0" * 16))),
         "gpt.wpe_missing": ("gpt_tiny", dict(edit_tensors=drop("transformer.wpe.weight"))),
         "gpt.config_not_object": ("gpt_tiny", dict(edit_spec=setter(config=[1, 2]))),
-        "gpt.config_unknown_key": ("gpt_tiny", dict(edit_spec=lambda s: s["config"].update(n_laters=3))),
+        "gpt.config_unknown_key": ("gpt_tiny", dict(edit_spec=lambda s: s["config"].update(n_laters=3),
+                                                    says='unknown field "n_laters"')),
         "gpt.config_zero_heads": ("gpt_tiny", dict(edit_spec=lambda s: s["config"].update(n_head=0))),
         "gpt.config_huge_vocab": ("gpt_tiny", dict(edit_spec=lambda s: s["config"].update(vocab_size=1 << 50))),
     }
     cases = []
     out = inp.path("out/ref_out.safetensors")
     for label, (golden, kw) in variants.items():
-        path = edited_case(inp, golden + ".case.safetensors", label, **kw)
-        cases.append(Case(f"ref.{label}", ["ref", path, out]))
+        edits = {k: v for k, v in kw.items() if k != "says"}
+        path = edited_case(inp, golden + ".case.safetensors", label, **edits)
+        cases.append(Case(f"ref.{label}", ["ref", path, out], says=kw.get("says")))
     return cases
 
 
@@ -782,13 +904,446 @@ def tokenizer_cases(inp):
     return cases
 
 
+# ---------------------------------------------------------------------------------------------
+# Muon (optim/muon.h): `lathe ref` cases of the kinds "optim" and "train" and `lathe train
+# --optimizer muon`, wrong in each of its options.
+
+# --adam-lr takes any finite positive lr, as --lr does.
+EXPECTED_OK.update({"train.muon.adam-lr.hex", "train.muon.adam-lr.too_big", "train.muon.adam-lr.int64_max"})
+
+
+def muon_cases(inp):
+    """Muon given a vector; negative, non-finite or mistyped options, ns_steps out of [1, 100), an
+    unknown adjust_lr_fn; AdamW's options of the pair; --adam-lr."""
+    cases = []
+    out = inp.path("out/ref_out.safetensors")
+    every = [0, 1, 2, 3, 4, 5]
+    bad_options = {
+        "lr_negative": {"lr": -0.02},
+        "weight_decay_negative": {"weight_decay": -0.1},
+        "momentum_negative": {"momentum": -0.5},
+        "eps_zero": {"eps": 0.0},
+        "eps_negative": {"eps": -1e-7},
+        "ns_steps_zero": {"ns_steps": 0},
+        "ns_steps_100": {"ns_steps": 100},
+        "ns_steps_fraction": {"ns_steps": 2.5},
+        "ns_steps_string": {"ns_steps": "5"},
+        "ns_coefficients_two": {"ns_coefficients": [3.4445, -4.775]},
+        "ns_coefficients_string": {"ns_coefficients": "abc"},
+        "adjust_lr_fn_unknown": {"adjust_lr_fn": "spectral"},
+        "adjust_lr_fn_number": {"adjust_lr_fn": 1},
+        "nesterov_string": {"nesterov": "yes"},
+        "use_addmm_number": {"use_addmm": 1},
+        "unknown_option": {"betas": [0.9, 0.99]},
+    }
+    for label, options in bad_options.items():
+        path = edited_case(inp, "optim_muon.case.safetensors", f"muon_{label}",
+                           edit_spec=setter(groups=[{"params": every, **options}]))
+        field = next(iter(options))  # the message names it
+        cases.append(Case(f"ref.muon.optim.{label}", ["ref", path, out], says=field))
+        path = edited_case(inp, "train_muon.case.safetensors", f"train_muon_{label}",
+                           edit_spec=lambda spec, o=options: spec["optimizer"].update(o))
+        cases.append(Case(f"ref.muon.train.{label}", ["ref", path, out], says=field))
+    # A number past a double's range in the document.
+    _, tensors = read_safetensors(os.path.join(GOLDEN, "optim_muon.case.safetensors"))
+    raw = '{"kind": "optim", "optimizer": "muon", "steps": 24, "groups": [{"params": %s, "lr": 1e999}]}' % every
+    cases.append(Case("ref.muon.optim.lr_overflow",
+                      ["ref", inp.write("cases/muon_lr_overflow.safetensors", safetensors_bytes(tensors, {"case": raw})), out],
+                      says="1e999"))
+    # A vector given to Muon: parameter 1 as 15 numbers, without gradients.
+    vector = lambda ts: [("param.1", "F32", [15], struct.pack("<15f", *([0.02] * 15))) if n == "param.1" else (n, d, sh, r)
+                         for n, d, sh, r in ts if not (n.startswith("grad.") and n.endswith(".1"))]
+    path = edited_case(inp, "optim_muon.case.safetensors", "muon_vector", edit_tensors=vector)
+    cases.append(Case("ref.muon.optim.vector_parameter", ["ref", path, out], says="param.1"))
+    # The pair of kind "train": AdamW's options, and explicit groups that do not say their optimizer
+    # or give Muon a vector.
+    names = ["transformer.wte.weight", "transformer.wpe.weight", "transformer.ln_f.weight", "transformer.ln_f.bias"]
+    hidden = [f"transformer.h.{i}.{m}.weight" for i in range(2) for m in ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")]
+    rest = [f"transformer.h.{i}.{m}" for i in range(2) for m in
+            ("attn.c_attn.bias", "attn.c_proj.bias", "mlp.c_fc.bias", "mlp.c_proj.bias", "ln_1.weight", "ln_1.bias",
+             "ln_2.weight", "ln_2.bias")]
+    train_edits = {
+        "adamw_not_object": lambda spec: spec["optimizer"].update(adamw=3e-3),
+        "adamw_lr_negative": lambda spec: spec["optimizer"].update(adamw={"lr": -1}),
+        "adamw_unknown_option": lambda spec: spec["optimizer"].update(adamw={"momentum": 0.9}),
+        "adamw_fused_string": lambda spec: spec["optimizer"].update(adamw={"fused": "yes"}),
+        "groups_without_optimizer": setter(param_groups=[{"params": hidden, "optimizer": "muon"},
+                                                         {"params": names + rest}]),
+        "groups_unknown_optimizer": setter(param_groups=[{"params": hidden, "optimizer": "lion"},
+                                                         {"params": names + rest, "optimizer": "adamw"}]),
+        "groups_vector_to_muon": setter(param_groups=[{"params": hidden + rest, "optimizer": "muon"},
+                                                      {"params": names, "optimizer": "adamw"}]),
+    }
+    train_says = {"adamw_not_object": "adamw", "adamw_lr_negative": "lr", "adamw_unknown_option": "momentum",
+                  "adamw_fused_string": "fused", "groups_without_optimizer": "param_groups[1]",
+                  "groups_unknown_optimizer": "param_groups[0]", "groups_vector_to_muon": rest[0]}
+    for label, edit in train_edits.items():
+        path = edited_case(inp, "train_muon.case.safetensors", f"train_muon_{label}", edit_spec=edit)
+        cases.append(Case(f"ref.muon.train.{label}", ["ref", path, out], says=train_says[label]))
+    # lathe train: --adam-lr is muon's, and an lr.
+    train = ["train", "--data", inp.corpus, "--config", inp.tiny, "--steps", "1", "--eval-iters", "1",
+             "--sample-tokens", "0", "--quiet"]
+    for label, value in numeric_values("float").items():
+        cases.append(Case(f"train.muon.adam-lr.{label}", train + ["--out", inp.path("runs/muon_adam_lr_" + label),
+                                                                  "--optimizer", "muon", "--adam-lr", value],
+                          says=None if f"train.muon.adam-lr.{label}" in EXPECTED_OK else "--adam-lr"))
+    cases.append(Case("train.muon.adam-lr.with_adamw", train + ["--out", inp.path("runs/muon_adamw"), "--adam-lr", "1e-3"],
+                      says="--adam-lr"))
+    cases.append(Case("train.muon.lr.negative", train + ["--out", inp.path("runs/muon_lr"), "--optimizer", "muon",
+                                                         "--lr", "-0.02"], says="--lr"))
+    return cases
+
+
+# ---------------------------------------------------------------------------------------------
+# Messages that name the fault: each of these once gave a message that pointed elsewhere (issue
+# 32), so each must now say what is wrong, not only be one line.
+
+
+def named_fault_cases(inp):
+    cases = []
+    out = inp.path("out/ref_out.safetensors")
+    # A parameter index past int64 (2^64 - 1) read as -1.
+    path = edited_case(inp, "optim_adam.case.safetensors", "named_group_index",
+                       edit_spec=setter(groups=[{"params": [0, 1, 2, 3, 4, 5, 2**64 - 1]}]))
+    cases.append(Case("ref.named.group_index_uint64_max", ["ref", path, out],
+                      says="group 0 names parameter 18446744073709551615 which does not exist"))
+    # A growth interval of 2^70 (a float to the JSON parser) or 2^64 - 1 (past int64) named an
+    # "unknown option or wrong type", or turned negative.
+    for label, value in {"2_70": 2**70, "uint64_max": 2**64 - 1, "float": 2.0}.items():
+        path = edited_case(inp, "train_tiny.case.safetensors", f"named_growth_{label}",
+                           edit_spec=setter(precision="fp16", scaler={"growth_interval": value}))
+        cases.append(Case(f"ref.named.growth_interval_{label}", ["ref", path, out],
+                          says="growth_interval must be an integer from 1 to 9223372036854775807"))
+    train = ["train", "--data", inp.corpus, "--config", inp.tiny, "--steps", "1", "--eval-iters", "1",
+             "--sample-tokens", "0", "--quiet"]
+    cases.append(Case("train.named.scale_growth_interval_2_70",
+                      train + ["--out", inp.path("runs/named_growth"), "--scale-growth-interval", str(2**70)],
+                      says="--scale-growth-interval"))
+    # --dist-timeout: a positive number of seconds (not a number at all is CLI11's to say).
+    for label in ("zero", "neg", "huge_neg", "nan", "inf", "neg_inf", "exp", "word", "empty"):
+        numeric = label not in ("word", "empty")
+        cases.append(Case(f"train.named.dist_timeout_{label}",
+                          train + ["--out", inp.path("runs/named_timeout_" + label),
+                                   "--dist-timeout", numeric_values("float")[label]],
+                          says="--dist-timeout must be a positive number of seconds" if numeric else "--dist-timeout"))
+    # ref --check on NaN and infinities said "max |got - want| 0": it says where they are and how
+    # they differ, in its verdict.
+    values = lambda *v: safetensors_bytes([("x", "F32", [len(v)], struct.pack(f"<{len(v)}f", *v))])
+    nan, inf = float("nan"), float("inf")
+    want = inp.write("check/finite.safetensors", values(1.0, 2.0, 3.0))
+    pairs = {
+        "nan_in_got": (values(1.0, nan, 3.0), want, "NaN in got only: 1 element, at [1] (got nan, want 2)"),
+        "nan_in_want": (values(1.0, 2.0, 3.0), inp.write("check/nan.safetensors", values(1.0, nan, 3.0)),
+                        "NaN in want only: 1 element, at [1] (got 2, want nan)"),
+        "nan_in_both": (values(1.0, nan, 3.0), inp.write("check/nan_too.safetensors", values(1.0, nan, 3.0)),
+                        "NaN in both (equal only with --equal-nan): 1 element, at [1]"),
+        "inf_in_got": (values(inf, 2.0, 3.0), want, "infinite in got only: 1 element, at [0] (got inf, want 1)"),
+        "opposite_infs": (values(1.0, 2.0, -inf), inp.write("check/inf.safetensors", values(1.0, 2.0, inf)),
+                          "infinities of opposite signs: 1 element, at [2] (got -inf, want inf)"),
+    }
+    for label, (got, want_path, says) in pairs.items():
+        got_path = inp.write(f"check/got_{label}.safetensors", got)
+        cases.append(Case(f"ref.check.named.{label}", ["ref", "--check", got_path, want_path], says=says, verdict=True))
+    return cases
+
+
+# ---------------------------------------------------------------------------------------------
+# lathe convert, and GPT-2's formats wherever weights are read (sample --checkpoint, train --init-from)
+
+
+def convert_cases(inp):
+    """Hugging Face directories and llm.c model files wrong in every way, through lathe convert,
+    lathe sample and lathe train --init-from; convert's own usage errors. The files are the base
+    run's weights (a byte-level model, so that sample and train take them whole) converted by
+    lathe, then damaged; undamaged, each command accepts them (the *.good cases)."""
+    hf_base, llmc_base = inp.path("convert/base_hf"), inp.path("convert/base.bin")
+    for d in ("out", "convert"):
+        os.makedirs(inp.path(d), exist_ok=True)
+    for args in (["--to", "hf"], ["--to", "llmc"]):
+        subprocess.run([inp.lathe, "convert", inp.weights, hf_base if args[1] == "hf" else llmc_base] + args,
+                       check=True, stdout=subprocess.DEVNULL, timeout=60)
+    with open(os.path.join(hf_base, "config.json"), "rb") as f:
+        config = json.loads(f.read())
+    metadata, tensors = read_safetensors(os.path.join(hf_base, "model.safetensors"))
+    C, V, T = config["n_embd"], config["vocab_size"], config["n_positions"]
+
+    def hf_dir(label, config_bytes=None, tensor_list=None, extra=None):
+        d = inp.path(f"convert/{label}")
+        if config_bytes is not False:
+            inp.write(f"convert/{label}/config.json", config_bytes if config_bytes is not None else json.dumps(config).encode())
+        if tensor_list is not False:
+            inp.write(f"convert/{label}/model.safetensors", safetensors_bytes(tensor_list or tensors, metadata))
+        for name, data in (extra or {}).items():
+            inp.write(f"convert/{label}/{name}", data)
+        os.makedirs(d, exist_ok=True)
+        return d
+
+    def with_config(**changes):
+        c = dict(config)
+        for k, v in changes.items():
+            if v is _DELETE:
+                c.pop(k, None)
+            else:
+                c[k] = v
+        return json.dumps(c).encode()
+
+    f32 = lambda n: struct.pack(f"<{n}f", *([0.25] * n))
+    c_attn = "transformer.h.0.attn.c_attn.weight"
+    dirs = {
+        "no_config": hf_dir("no_config", config_bytes=False),
+        "no_weights": hf_dir("no_weights", tensor_list=False),
+        "pickle_only": hf_dir("pickle_only", tensor_list=False, extra={"pytorch_model.bin": b"\x80\x02pickle"}),
+        "config_not_json": hf_dir("config_not_json", config_bytes=b"{model_type: gpt2"),
+        "config_deep": hf_dir("config_deep", config_bytes=b"[" * 20000 + b"]" * 20000),
+        "config_array": hf_dir("config_array", config_bytes=b"[1, 2]"),
+        "model_type_llama": hf_dir("model_type_llama", with_config(model_type="llama")),
+        "model_type_missing": hf_dir("model_type_missing", with_config(model_type=_DELETE)),
+        "activation_gelu": hf_dir("activation_gelu", with_config(activation_function="gelu")),
+        "n_inner": hf_dir("n_inner", with_config(n_inner=3 * C)),
+        "eps": hf_dir("eps", with_config(layer_norm_epsilon=1e-6)),
+        "untied": hf_dir("untied", with_config(tie_word_embeddings=False)),
+        "by_layer": hf_dir("by_layer", with_config(scale_attn_by_inverse_layer_idx=True)),
+        "upcast": hf_dir("upcast", with_config(reorder_and_upcast_attn=True)),
+        "unscaled": hf_dir("unscaled", with_config(scale_attn_weights=False)),
+        "dropouts_differ": hf_dir("dropouts_differ", with_config(attn_pdrop=0.25)),
+        "n_layer_more": hf_dir("n_layer_more", with_config(n_layer=5)),
+        "n_layer_huge": hf_dir("n_layer_huge", with_config(n_layer=2**31 - 1)),
+        "n_embd_huge": hf_dir("n_embd_huge", with_config(n_embd=2**40)),
+        "n_embd_string": hf_dir("n_embd_string", with_config(n_embd="16")),
+        "heads_not_dividing": hf_dir("heads_not_dividing", with_config(n_head=3)),
+        "vocab_zero": hf_dir("vocab_zero", with_config(vocab_size=0)),
+        "vocab_larger": hf_dir("vocab_larger", with_config(vocab_size=V + 1)),
+        "tensor_missing": hf_dir("tensor_missing", tensor_list=drop("transformer.ln_f.bias")(tensors)),
+        "tensor_linear_layout": hf_dir("tensor_linear_layout",
+                                       tensor_list=replace(c_attn, "F32", [3 * C, C], f32(3 * C * C))(tensors)),
+        "tensor_int": hf_dir("tensor_int", tensor_list=replace("transformer.wpe.weight", "I32", [T, C],
+                                                               struct.pack(f"<{T * C}i", *([1] * (T * C))))(tensors)),
+        "tensor_unknown": hf_dir("tensor_unknown", tensor_list=add("score.weight", "F32", [2, C], f32(2 * C))(tensors)),
+        "head_differs": hf_dir("head_differs", tensor_list=add("lm_head.weight", "F32", [V, C], f32(V * C))(tensors)),
+        "two_names": hf_dir("two_names", tensor_list=add("wpe.weight", "F32", [T, C], f32(T * C))(tensors)),
+        "weights_garbage": hf_dir("weights_garbage", tensor_list=False, extra={"model.safetensors": b"\x07" * 100}),
+        "index_outside": hf_dir("index_outside", tensor_list=False, extra={
+            "model.safetensors.index.json": json.dumps({"weight_map": {"wte.weight": "../model.safetensors"}}).encode()}),
+        "index_missing_shard": hf_dir("index_missing_shard", tensor_list=False, extra={
+            "model.safetensors.index.json": json.dumps({"weight_map": {"wte.weight": "model-1.safetensors"}}).encode()}),
+        "index_not_map": hf_dir("index_not_map", tensor_list=False, extra={"model.safetensors.index.json": b"[]"}),
+    }
+    config_dir = hf_dir("config_is_dir", config_bytes=False)
+    os.makedirs(os.path.join(config_dir, "config.json"), exist_ok=True)
+    dirs["config_is_dir"] = config_dir
+    fifo_dir = hf_dir("config_fifo", config_bytes=False)
+    os.mkfifo(os.path.join(fifo_dir, "config.json"))
+    dirs["config_fifo"] = fifo_dir
+
+    with open(llmc_base, "rb") as f:
+        v3 = f.read()
+    header = lambda i, value: v3[:4 * i] + struct.pack("<i", value) + v3[4 * i + 4:]
+    llmc = {
+        "shard_magic": header(0, 20240520),
+        "other_magic": header(0, 12345),
+        "version_4": header(1, 4),
+        "version_negative": header(1, -3),
+        "maxT_zero": header(2, 0),
+        "vocab_negative": header(3, -100),
+        "layers_zero": header(4, 0),
+        "heads_not_dividing": header(5, 3),
+        "embd_huge": header(6, 2**30),
+        "padded_below_vocab": header(7, 128),
+        "layers_more": header(4, 2),
+        "truncated": v3[:-1],
+        "truncated_header": v3[:100],
+        "header_only": v3[:1024],
+        "extra_bytes": v3 + b"\0" * 4,
+        "empty": b"",
+    }
+    files = {label: inp.write(f"convert/llmc_{label}.bin", data) for label, data in llmc.items()}
+
+    out = inp.path("out/converted.safetensors")
+    cases = []
+    for kind, label, path in [("hf", l, p) for l, p in dirs.items()] + [("llmc", l, p) for l, p in files.items()]:
+        cases.append(Case(f"convert.{kind}.{label}", ["convert", path, out]))
+        cases.append(Case(f"sample.{kind}.{label}", ["sample", "--checkpoint", path, "--tokens", "2", "--tokenizer", "bytes"]))
+        cases.append(Case(f"train.init-from.{kind}.{label}", [
+            "train", "--init-from", path, "--data", inp.corpus, "--steps", "1", "--eval-iters", "1", "--sample-tokens",
+            "0", "--quiet", "--out", inp.path(f"runs/init_{kind}_{label}")]))
+    for bad, path in inp.bad.items():
+        cases.append(Case(f"convert.in.{bad}", ["convert", path, out]))
+        cases.append(Case(f"train.init-from.{bad}", ["train", "--init-from", path, "--data", inp.corpus, "--steps", "1",
+                                                     "--quiet", "--out", inp.path(f"runs/init_{bad}")]))
+    # The undamaged files, accepted by every command (EXPECTED_OK).
+    for kind, path in (("hf", hf_base), ("llmc", llmc_base)):
+        cases += [
+            Case(f"convert.{kind}.good", ["convert", path, inp.path(f"out/good_{kind}.safetensors")]),
+            Case(f"sample.{kind}.good", ["sample", "--checkpoint", path, "--tokens", "2", "--tokenizer", "bytes"]),
+            Case(f"train.init-from.{kind}.good", ["train", "--init-from", path, "--data", inp.corpus, "--steps", "1",
+                                                  "--eval-iters", "1", "--sample-tokens", "0", "--quiet", "--out",
+                                                  inp.path(f"runs/init_{kind}_good")]),
+        ]
+    # Good weights that cannot be used as asked.
+    hf_golden = os.path.join(GOLDEN, "convert_hf")  # vocabulary 100, fewer ids than the bytes'
+    cases += [
+        # A Hugging Face directory and an llm.c file record no tokenizer.
+        Case("sample.hf.no_tokenizer", ["sample", "--checkpoint", hf_base, "--tokens", "2"]),
+        Case("sample.llmc.no_tokenizer", ["sample", "--checkpoint", llmc_base, "--tokens", "2"]),
+        Case("sample.hf.tokenizer_larger", ["sample", "--checkpoint", hf_golden, "--tokens", "2", "--tokenizer", "bytes"]),
+        Case("sample.hf.tokenizer_missing", ["sample", "--checkpoint", hf_base, "--tokenizer", inp.bad["missing"]]),
+        Case("train.init-from.vocab_below_bytes", ["train", "--init-from", hf_golden, "--data", inp.corpus, "--steps", "1",
+                                                  "--quiet", "--out", inp.path("runs/init_small_vocab")]),
+        Case("train.init-from.config_contradicts", ["train", "--init-from", inp.weights, "--config", "tiny", "--data",
+                                                    inp.corpus, "--steps", "1", "--quiet", "--out",
+                                                    inp.path("runs/init_contradicts")]),
+        Case("train.init-from.empty_string", ["train", "--init-from", "", "--data", inp.corpus, "--steps", "1", "--quiet"]),
+        Case("train.config.empty_string", ["train", "--config", "", "--data", inp.corpus, "--steps", "1", "--quiet"]),
+    ]
+    # Usage: formats, flags and outputs that do not fit.
+    usage = {
+        "no_args": ["convert"],
+        "no_out": ["convert", hf_base],
+        "three_args": ["convert", hf_base, out, out],
+        "to_unknown": ["convert", hf_base, out, "--to", "onnx"],
+        "to_empty": ["convert", hf_base, out, "--to", ""],
+        "to_checkpoint": ["convert", hf_base, out, "--to", "checkpoint"],
+        "bf16_without_llmc": ["convert", hf_base, out, "--bf16"],
+        "bf16_with_hf": ["convert", hf_base, inp.path("out/hf_bf16"), "--to", "hf", "--bf16"],
+        "tokenizer_with_hf": ["convert", hf_base, inp.path("out/hf_tok"), "--to", "hf", "--tokenizer", "bytes"],
+        "tokenizer_with_llmc": ["convert", hf_base, inp.path("out/tok.bin"), "--to", "llmc", "--tokenizer", "bytes"],
+        "tokenizer_larger": ["convert", hf_golden, inp.path("out/tok.safetensors"), "--tokenizer", "bytes"],
+        "tokenizer_unknown": ["convert", hf_base, inp.path("out/tok2.safetensors"), "--tokenizer", "gpt5"],
+        "out_bin_without_to": ["convert", hf_base, inp.path("out/model.bin")],
+        "out_empty": ["convert", hf_base, ""],
+        "out_is_directory": ["convert", hf_base, inp.bad["directory"]],
+        "out_hf_is_file": ["convert", hf_base, inp.corpus, "--to", "hf"],
+        "out_in_missing_dir": ["convert", hf_base, inp.path("no/such/dir/out.safetensors")],
+        "out_hf_in_missing_dir": ["convert", hf_base, inp.path("no/such/dir/hf"), "--to", "hf"],
+        "out_llmc_dev_full": ["convert", hf_base, "/dev/full", "--to", "llmc"],
+        "out_fifo": ["convert", hf_base, inp.bad["fifo"]],
+        "unknown_flag": ["convert", hf_base, out, "--frobnicate"],
+    }
+    cases += [Case(f"convert.usage.{label}", args) for label, args in usage.items()]
+    return cases
+
+
+# ---------------------------------------------------------------------------------------------
+# Token shard directories and tokenizer files (issue 32's data half)
+
+
+def shard_directory_cases(inp):
+    """The faults of issue 32's data half: tokenizers past the memory bound or with repeated
+    merges, shard directories that disagree with their manifest, `lathe tokenize` writing where it
+    must not, and messages that name what is wrong."""
+    cases = []
+    encode = lambda tok, path=inp.corpus: ["tokenizer", "encode", "--tokenizer", tok, path]
+    for label, tok, expect in [
+        ("doubling", inp.tok_doubling, "merge 24 (279, 279) makes a token of 33554432 bytes"),
+        ("growing", inp.tok_growing, "makes a token of"),
+        ("repeated_pair", inp.tok_repeated_pair, "merge 2 repeats the pair (97, 98) of merge 0"),
+        ("same_bytes", inp.tok_same_bytes, "makes the same bytes as merge 1"),
+        ("gpt2_repeated", inp.gpt2_repeated, "which merge 0 already makes"),
+        ("gpt2_later", inp.gpt2_later, "which neither a byte nor an earlier merge makes"),
+    ]:
+        cases.append(Case(f"tokenizer.encode.tokenizer.{label}", encode(tok), says=expect, memory_mb=4096))
+        cases.append(Case(f"tokenize.tokenizer.{label}", ["tokenize", "--tokenizer", tok, "--data", inp.corpus,
+                                                          "--out", inp.path("out/shards_" + label)],
+                          says=expect, memory_mb=4096))
+    # Encoding memory follows the input: 50 MB of spaces in about 650 MB (2.1 GB and over 20 s before).
+    cases.append(Case("tokenizer.encode.spaces_50mb", encode(inp.tok_spaces, inp.spaces_50mb), memory_mb=4096,
+                      peak_rss_mb=1536))
+
+    train = lambda d, name: ["train", "--data", d, "--config", inp.tiny, "--steps", "1", "--eval-iters", "1",
+                             "--sample-tokens", "0", "--quiet", "--out", inp.path("runs/shards_" + name)]
+    expects = {
+        "manifest_tokens_5": "\"tokens\" says 5",
+        "manifest_tokens_negative": "\"tokens\" is -1, not a count",
+        "manifest_vocab_size": "vocab_size",
+        "manifest_end_of_text": "end_of_text",
+        "manifest_kind": "is recorded as gpt2",
+        "manifest_older_lathe": "written by an older lathe",
+        "manifest_writing": "has not finished",
+        "mixed_tokenizers": "the header says",
+        "stale_past_gap": "shard_000007.bin is not one of the 1 shards",
+    }
+    for label, expect in expects.items():
+        cases.append(Case(f"train.shards.{label}", train(inp.disagreeing_shards[label], label), says=expect))
+
+    tokenize = lambda data, out: ["tokenize", "--tokenizer", "bytes", "--data", data, "--out", out]
+    cases += [
+        Case("tokenize.out.same_as_data", tokenize(inp.corpus_dir, inp.corpus_dir), says="are the same directory"),
+        Case("tokenize.out.inside_data", tokenize(inp.corpus_dir, inp.corpus_dir + "/shards"), says="lies inside --data"),
+        Case("tokenize.data.inside_out", tokenize(inp.corpus_dir + "/a.txt", inp.corpus_dir), says="lies inside --out"),
+        Case("tokenize.out.locked", tokenize(inp.corpus, inp.locked_out),
+             says=f"another lathe tokenize (process {os.getpid()})"),
+        Case("tokenize.out.foreign_manifest", tokenize(inp.corpus, inp.foreign_out), says="is not the manifest"),
+        Case("tokenizer.train.out.empty", ["tokenizer", "train", "--data", inp.corpus, "--vocab-size", "300", "--out", ""],
+             says="--out must name"),
+    ]
+    # An --out no one may write: every command that writes one names the path and the system error.
+    if os.path.isdir("/sys/kernel") and not os.access("/sys/kernel", os.W_OK):
+        for where, path in {"existing": "/sys/kernel", "new": "/sys/kernel/lathe_out"}.items():
+            cases.append(Case(f"tokenize.out.unwritable_{where}", tokenize(inp.corpus, path), says=path))
+            cases.append(Case(f"train.out.unwritable_{where}", ["train", "--data", inp.corpus, "--config", inp.tiny,
+                                                                  "--steps", "1", "--quiet", "--out", path], says=path))
+        cases.append(Case("tokenizer.train.out.unwritable", ["tokenizer", "train", "--data", inp.corpus, "--vocab-size",
+                                                             "300", "--out", "/sys/kernel/tok.json"],
+                          says="/sys/kernel/tok.json"))
+    if inp.can_test_unreadable:
+        locked = os.path.join(inp.unreadable_corpus, "locked")
+        cases.append(Case("tokenizer.train.data.unreadable_subdir",
+                          ["tokenizer", "train", "--data", inp.unreadable_corpus, "--vocab-size", "300", "--out",
+                           inp.path("out/unreadable.json")], says=f"cannot read the directory {locked}",
+                          prefix=inp.as_nobody))
+        cases.append(Case("tokenize.data.unreadable_subdir", tokenize(inp.unreadable_corpus, inp.path("out/unreadable")),
+                          says=f"cannot read the directory {locked}", prefix=inp.as_nobody))
+    return cases
+
+
 def all_cases(inp):
     return (file_cases(inp) + flag_cases(inp) + usage_cases(inp) + config_cases(inp) + ref_cases(inp) +
-            op_cases(inp) + tokenizer_cases(inp))
+            op_cases(inp) + tokenizer_cases(inp) + shard_directory_cases(inp) + named_fault_cases(inp) +
+            convert_cases(inp) + muon_cases(inp))
 
 
 # ---------------------------------------------------------------------------------------------
 # Judging
+
+
+# Whether the program under test is built with AddressSanitizer (tools/test.sh's second suite): its
+# shadow memory reserves terabytes of address space and its allocator keeps freed memory a while,
+# so the memory bounds of the cases that state them (memory_mb, peak_rss_mb) are not applied.
+SANITIZED = False
+
+
+def is_sanitized(lathe):
+    p = subprocess.run(["ldd", lathe], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=60)
+    return b"libasan" in p.stdout
+
+
+def judge_peak_rss(case, lathe, cwd, timeout, limit):
+    """An expected-ok run whose peak resident memory is bounded: waited for with wait4, which
+    reports the child's own maximum RSS."""
+    start = time.monotonic()
+    with tempfile.TemporaryFile() as err_file:
+        p = subprocess.Popen(case.prefix + [lathe] + case.args, cwd=cwd, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=err_file, preexec_fn=limit)
+        while True:
+            pid, status, usage = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() - start > timeout:
+                p.kill()
+                os.wait4(p.pid, 0)
+                return "hang", f"still running after {timeout} s"
+            time.sleep(0.05)
+        p.returncode = 0  # reaped here: keep Popen from waiting again
+        err_file.seek(0)
+        err = err_file.read().decode(errors="replace")
+    if os.WIFSIGNALED(status):
+        return "crash", f"killed by signal {os.WTERMSIG(status)}; stderr: {err[-300:]!r}"
+    code, peak_mb = os.WEXITSTATUS(status), usage.ru_maxrss / 1024
+    if code != 0:
+        return "refused", f"exit {code}: {err.strip()[:300]}"
+    if peak_mb > case.peak_rss_mb and not SANITIZED:
+        return "over its memory", f"peak resident {peak_mb:.0f} MB, bound {case.peak_rss_mb} MB"
+    return "ok", f"{time.monotonic() - start:.1f} s, peak resident {peak_mb:.0f} MB"
 
 
 def judge(case, lathe, cwd, timeout):
@@ -797,15 +1352,26 @@ def judge(case, lathe, cwd, timeout):
     # A pending case known to hang (a model of a billion layers being built) must not hold the
     # driver, nor grow for long.
     timeout = min(timeout, 10.0) if case.name in PENDING else timeout
+    limit = None
+    if case.memory_mb and not SANITIZED:
+        limit = lambda: resource.setrlimit(resource.RLIMIT_AS, (case.memory_mb << 20, case.memory_mb << 20))
+    if case.peak_rss_mb:
+        return judge_peak_rss(case, lathe, cwd, timeout, limit)
     try:
-        p = subprocess.run([lathe] + case.args, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.PIPE, timeout=timeout)
+        p = subprocess.run(case.prefix + [lathe] + case.args, cwd=cwd, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE if case.verdict else subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, timeout=timeout, preexec_fn=limit)
     except subprocess.TimeoutExpired:
         return "hang", f"still running after {timeout} s"
     seconds = time.monotonic() - start
     err = p.stderr.decode(errors="replace")
     if p.returncode < 0:
         return "crash", f"killed by signal {-p.returncode}; stderr: {err[-300:]!r}"
+    if case.verdict:
+        report = p.stdout.decode(errors="replace")
+        if p.returncode != 1 or err or case.says not in report:
+            return "bad verdict", f"exit {p.returncode}, stderr {err[:200]!r}, want {case.says!r} in: {report[:600]!r}"
+        return "ok", f"exit 1: {case.says}"
     if case.name in EXPECTED_OK:
         return ("ok", f"{seconds:.1f} s") if p.returncode == 0 else ("refused", f"exit {p.returncode}: {err.strip()[:300]}")
     if p.returncode == 0:
@@ -815,6 +1381,8 @@ def judge(case, lathe, cwd, timeout):
     lines = err.splitlines()
     if len(lines) != 1 or not lines[0].startswith("lathe: "):
         return "bad message", f"exit {p.returncode}; stderr ({len(lines)} lines): {err[:300]!r}"
+    if case.says is not None and case.says not in lines[0]:
+        return "message misses the fault", f"want {case.says!r} in: {lines[0][:300]}"
     return "ok", f"exit {p.returncode}: {lines[0][:200]}"
 
 
@@ -824,9 +1392,16 @@ def main():
     ap.add_argument("--jobs", type=int, default=max(2, os.cpu_count() or 2))
     ap.add_argument("--timeout", type=float, default=20.0, help="seconds before a run counts as a hang")
     ap.add_argument("--verbose", action="store_true", help="print every case, not only failures")
+    ap.add_argument("--shard", default="1/1", metavar="I/N",
+                    help="run only the I-th of N interleaved parts of the cases (ctest runs N in parallel)")
     args = ap.parse_args()
     lathe = os.path.abspath(args.lathe)
+    global SANITIZED
+    SANITIZED = is_sanitized(lathe)
+    if SANITIZED:
+        args.timeout *= 3  # AddressSanitizer's build runs a few times slower
     root = tempfile.mkdtemp(prefix="lathe_bad_inputs_")
+    started = time.monotonic()
     try:
         inp = Inputs(root, lathe)
         cases = all_cases(inp)
@@ -835,9 +1410,21 @@ def main():
         for listed in (PENDING | EXPECTED_OK) - set(names):
             print(f"bad_inputs: listed case {listed} does not exist", file=sys.stderr)
             return 1
+        shard, shards = (int(x) for x in args.shard.split("/"))
+        if not 1 <= shard <= shards:
+            print(f"bad_inputs: --shard {args.shard}: I must be from 1 to N", file=sys.stderr)
+            return 2
+        cases = cases[shard - 1::shards]
+        def timed(case):
+            start = time.monotonic()
+            verdict = judge(case, lathe, root, args.timeout)
+            return case, verdict, time.monotonic() - start
+        setup_seconds = time.monotonic() - started
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-            results = list(pool.map(lambda c: (c, judge(c, lathe, root, args.timeout)), cases))
+            timed_results = list(pool.map(timed, cases))
+        results = [(case, verdict) for case, verdict, _ in timed_results]
     finally:
+        subprocess.run(["chmod", "-R", "u+rwx", root], stderr=subprocess.DEVNULL)  # the unreadable directory
         shutil.rmtree(root, ignore_errors=True)
     failures, pending_open, pending_fixed = [], [], []
     for case, (verdict, detail) in results:
@@ -853,6 +1440,10 @@ def main():
         print(f"pending {verdict}: {case.name}: {detail}")
     for case, _, _ in pending_fixed:
         print(f"pending case now passes, move it out of PENDING: {case.name}")
+    # The slowest runs, so that a case that grows slow (this driver has a ctest timeout) is seen.
+    slowest = sorted(timed_results, key=lambda r: -r[2])[:5]
+    print(f"bad_inputs: inputs built in {setup_seconds:.1f} s; slowest cases: "
+          + ", ".join(f"{case.name} {seconds:.1f} s" for case, _, seconds in slowest))
     print(f"bad_inputs: {len(cases)} cases, {len(failures)} failed, {len(EXPECTED_OK)} expected-ok, "
           f"{len(pending_open)} pending, {len(pending_fixed)} pending already fixed")
     return 1 if failures else 0

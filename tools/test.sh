@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds lathe and runs every test: the Release suite (with the CUDA backend compiled whenever the
-# toolkit is found; GPU tests skip visibly without a GPU), the same suite under AddressSanitizer
+# toolkit is found; GPU tests skip visibly without a GPU, and run on the CPU through the CUDA
+# emulator as the ctest tests "emu:...", cuda/emulator/README.md), the same suite under AddressSanitizer
 # and UndefinedBehaviorSanitizer (CPU only), and the safetensors fuzzer for a bounded time.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -20,7 +20,8 @@ The model, in lathe's terms (nn/gpt.h):
     attention is one fused projection `attn.c_attn` to q, k, v, causal softmax(q k^T / sqrt(d)),
     then `attn.c_proj`; the MLP is `mlp.c_fc` (4x wider), tanh-approximated GELU, `mlp.c_proj`;
   - a final `transformer.ln_f`, and `lm_head` (no bias) sharing its weight with `wte`;
-  - Linear weights in nn.Linear's (out, in) layout; no dropout.
+  - Linear weights in nn.Linear's (out, in) layout; no dropout;
+  - the loss is the mean cross-entropy over the targets that are not -1 (nanoGPT's ignore_index).
 
 Initialisation. The golden files under tests/golden were made with this initialisation and must be
 reproducible bit for bit, so its order of random draws is part of the contract: modules are built
@@ -138,7 +139,8 @@ class GPT(nn.Module):
         logits = self.lm_head(self.transformer.ln_f(x))
         if targets is None:
             return logits, None
-        loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1).long())
+        # nanoGPT's ignore_index: a target of -1 is a position the loss leaves out.
+        loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1).long(), ignore_index=-1)
         return logits, loss
 
 

@@ -152,7 +152,9 @@ ModelChoice resolve_model_config(const std::string& name_or_path) {
   ModelChoice c;
   c.name = std::filesystem::path(name_or_path).stem().string();
   try {
-    c.config = nn::GPTConfig::from_json(j);
+    nlohmann::json model = j;
+    model.erase("batch");  // the file's own field, not the model's
+    c.config = nn::GPTConfig::from_json(model);
   } catch (const Error& e) {
     LATHE_FAIL("--config ", name_or_path, ": ", e.what());
   }

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "optim/adam.h"
+#include "optim/muon.h"
 #include "optim/prodigy.h"
 #include "optim/sgd.h"
 
@@ -21,6 +22,10 @@ const std::vector<OptimizerKind>& optimizer_kinds() {
        }},
       {"prodigy", false, [](const nlohmann::json& d, bool) -> std::unique_ptr<optim::Optimizer> {
          return std::make_unique<optim::Prodigy>(d);
+       }},
+      // torch.optim.Muon alone: matrices only. A model's run pairs it with AdamW (train/muon_groups.h).
+      {"muon", false, [](const nlohmann::json& d, bool) -> std::unique_ptr<optim::Optimizer> {
+         return std::make_unique<optim::Muon>(d);
        }},
   };
   return kinds;

@@ -24,7 +24,7 @@ const std::vector<OptimizerKind>& optimizer_kinds();
 // The kind called `name`, or nullptr.
 const OptimizerKind* find_optimizer_kind(const std::string& name);
 
-// "sgd, adam, adamw or prodigy": the names for error messages.
+// "sgd, adam, adamw, prodigy or muon": the names for error messages.
 std::string optimizer_names();
 
 // A new optimizer with no groups yet. Throws lathe::Error for an unknown name ("unknown optimizer

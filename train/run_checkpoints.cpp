@@ -1,14 +1,10 @@
 #include "train/run_checkpoints.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/file.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <regex>
@@ -102,33 +98,6 @@ std::string move_aside_superseded(const std::string& dir, int64_t step, const st
     LATHE_CHECK(!ec, path, ": cannot move the superseded checkpoint into ", aside, ": ", ec.message());
   }
   return aside;
-}
-
-RunLock::RunLock(const std::string& dir) {
-  const std::string path = (fs::path(dir) / ".lock").string();
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  LATHE_CHECK(fd_ >= 0, path, ": cannot open the run directory's lock file: ", std::strerror(errno));
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-    const int err = errno;
-    char buf[32] = {};
-    const ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
-    std::string holder = n > 0 ? std::string(buf, size_t(n)) : std::string("unknown");
-    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
-    ::close(fd_);
-    fd_ = -1;
-    LATHE_CHECK(err != EWOULDBLOCK, "--out ", dir, ": another lathe train (process ", holder,
-                ") is using this run directory (", path, "); wait for it to end or choose another --out");
-    LATHE_FAIL(path, ": cannot lock the run directory: ", std::strerror(err));
-  }
-  // The holder's pid, for the message above; the lock itself is the flock, not the file's content.
-  const std::string pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) != ssize_t(pid.size())) {
-    // Only the message of a refused second run loses its process id.
-  }
-}
-
-RunLock::~RunLock() {
-  if (fd_ >= 0) ::close(fd_);  // closing the descriptor releases the flock
 }
 
 serialize::TrainingCheckpoint open_resume_checkpoint(const std::string& dir_or_file,

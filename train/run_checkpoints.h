@@ -16,8 +16,8 @@
 // their steps, and are moved aside the same way. Rotation then deletes only this lineage's older
 // checkpoints, and never the one just written or the one resumed from.
 //
-// A run holds an advisory lock (flock) on DIR/.lock, which holds its process id, from start to
-// end: two runs writing one directory would prune each other's checkpoints.
+// A run holds the directory's lock (serialize/directory_lock.h) from start to end: two runs
+// writing one directory would prune each other's checkpoints.
 #pragma once
 
 #include <cstdint>
@@ -48,18 +48,5 @@ std::string move_aside_superseded(const std::string& dir, int64_t step, const st
 // `target_of` picks from its document (the host when it is empty); errors name the file at fault.
 serialize::TrainingCheckpoint open_resume_checkpoint(const std::string& dir_or_file,
                                                      const serialize::TrainingCheckpoint::TargetOf& target_of = {});
-
-// The advisory lock of a run directory, held while the object lives. A directory another process
-// (or another RunLock of this one) holds is refused at once, with an error naming its process id.
-class RunLock {
- public:
-  explicit RunLock(const std::string& dir);
-  ~RunLock();
-  RunLock(const RunLock&) = delete;
-  RunLock& operator=(const RunLock&) = delete;
-
- private:
-  int fd_ = -1;
-};
 
 }  // namespace lathe::train

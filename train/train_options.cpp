@@ -12,6 +12,8 @@
 namespace lathe::train {
 
 void validate(const TrainOptions& o) {
+  LATHE_CHECK(!o.config.empty() || !o.init_from.empty(), "--config must name a preset or a JSON file, got an empty "
+              "string (it may be left out only with --init-from, whose model it then is)");
   LATHE_CHECK(o.steps > 0, "--steps must be positive, got ", o.steps);
   LATHE_CHECK(o.batch >= 0, "--batch must be positive, got ", o.batch);
   LATHE_CHECK(std::isfinite(o.lr) && o.lr > 0, "--lr must be positive, got ", o.lr);
@@ -24,13 +26,16 @@ void validate(const TrainOptions& o) {
               o.weight_decay);
   LATHE_CHECK(std::isfinite(o.grad_clip) && o.grad_clip >= 0, "--grad-clip must be >= 0 (0 disables), got ",
               o.grad_clip);
-  LATHE_CHECK(o.optimizer == "adamw" || o.optimizer == "adam" || o.optimizer == "sgd" || o.optimizer == "prodigy",
-              "--optimizer must be adamw, adam, sgd or prodigy, got \"", o.optimizer, "\"");
+  LATHE_CHECK(o.optimizer == "adamw" || o.optimizer == "adam" || o.optimizer == "sgd" || o.optimizer == "prodigy" ||
+                  o.optimizer == "muon",
+              "--optimizer must be adamw, adam, sgd, prodigy or muon, got \"", o.optimizer, "\"");
+  LATHE_CHECK(std::isfinite(o.adam_lr) && o.adam_lr > 0, "--adam-lr must be positive, got ", o.adam_lr);
   LATHE_CHECK(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1, "--beta1 and --beta2 must be in [0, 1), got ",
               o.beta1, " and ", o.beta2);
   nn::parse_precision(o.precision, "--precision");
-  LATHE_CHECK(!o.fused || o.optimizer == "adamw" || o.optimizer == "adam", "--fused: optimizer \"", o.optimizer,
-              "\" has no fused path (adam and adamw have one)");
+  LATHE_CHECK(!o.fused || o.optimizer == "adamw" || o.optimizer == "adam" || o.optimizer == "muon",
+              "--fused: optimizer \"", o.optimizer, "\" has no fused path (adam and adamw have one, and muon's AdamW "
+              "groups)");
   // The scale is f32 state (optim/grad_scaler.h): past f32's range it would be inf.
   LATHE_CHECK(std::isfinite(o.init_scale) && o.init_scale > 0 && o.init_scale <= double(std::numeric_limits<float>::max()),
               "--init-scale must be a positive number within f32's range (at most 3.4e38), got ", o.init_scale);
@@ -48,6 +53,8 @@ void validate(const TrainOptions& o) {
               "at once, so its state cannot be sharded; use adamw, adam or sgd, or --zero 0");
   if (!o.freeze.empty()) freeze_pattern(o.freeze);
   LATHE_CHECK(o.grad_slices >= 0, "--grad-slices must be >= 0 (0: one slice per process), got ", o.grad_slices);
+  LATHE_CHECK(std::isfinite(o.dist_timeout) && o.dist_timeout > 0,
+              "--dist-timeout must be a positive number of seconds, got ", o.dist_timeout);
 }
 
 std::regex freeze_pattern(const std::string& pattern) {
@@ -86,6 +93,7 @@ void for_each_option(TrainOptions& o, F&& f) {
   f("weight_decay", o.weight_decay);
   f("grad_clip", o.grad_clip);
   f("optimizer", o.optimizer);
+  f("adam_lr", o.adam_lr);
   f("beta1", o.beta1);
   f("beta2", o.beta2);
   f("seed", o.seed);
@@ -104,6 +112,8 @@ void for_each_option(TrainOptions& o, F&& f) {
   f("zero", o.zero);
   f("freeze", o.freeze);
   f("grad_slices", o.grad_slices);
+  f("dist_timeout", o.dist_timeout);
+  f("init_from", o.init_from);
 }
 
 nlohmann::json to_json(const TrainOptions& o) {

@@ -8,6 +8,8 @@
 #include <regex>
 #include <string>
 
+#include "train/dist/communicator.h"
+
 namespace lathe::train {
 
 // Debian's `fortunes` package: about 2.5 MB of English text, installed with the package.
@@ -15,7 +17,7 @@ inline constexpr const char* kDefaultCorpus = "/usr/share/games/fortunes";
 
 struct TrainOptions {
   std::string data = kDefaultCorpus;  // a text file or a directory of them
-  std::string config = "tiny";        // a preset name or a JSON file with GPTConfig fields
+  std::string config = "tiny";        // a preset name or a JSON file with GPTConfig fields ("": --init-from's)
   std::string device = "cpu";
   int64_t steps = 600;         // total optimizer steps
   int64_t batch = 0;           // sequences per step; 0: the preset's batch
@@ -24,7 +26,8 @@ struct TrainOptions {
   int64_t warmup = 100;        // linear warm-up steps (nanoGPT shakespeare-char)
   double weight_decay = 0.1;   // decoupled, on 2-D parameters only
   double grad_clip = 1.0;      // max global gradient norm; 0 disables
-  std::string optimizer = "adamw";  // adamw | adam | sgd | prodigy
+  std::string optimizer = "adamw";  // adamw | adam | sgd | prodigy | muon (Muon + AdamW, train/muon_groups.h)
+  double adam_lr = 1e-2;       // muon: peak learning rate of its AdamW groups (embeddings, head, gains, biases)
   double beta1 = 0.9;
   double beta2 = 0.99;         // nanoGPT's choice for small character models (few tokens per step)
   uint64_t seed = 1337;
@@ -38,6 +41,10 @@ struct TrainOptions {
   int64_t ckpt_interval = 0;    // checkpoint every this many steps; 0: only at the end
   int64_t keep_last = 3;        // checkpoints kept in the run directory (the newest ones)
   std::string resume;           // a run directory (its newest checkpoint) or a checkpoint file
+  // A fresh run's first weights, and its model (train/init_weights.h): a weights file, a training
+  // checkpoint, a Hugging Face GPT-2 directory or an llm.c model file. With it, `config` may be
+  // "": the model is the file's.
+  std::string init_from;
   int threads = 0;              // CPU threads; 0: OpenMP's default
   std::string out;              // run directory (metrics.jsonl, loss.svg, model.safetensors); "": runs/<config>
   int64_t sample_tokens = 200;  // sample printed at the end; 0: none
@@ -51,8 +58,14 @@ struct TrainOptions {
   // order; each process runs slices / N of them. 0: one slice per process. One process with
   // --grad-slices 2 reproduces `mpirun -np 2` bitwise.
   int64_t grad_slices = 0;
+  // Seconds a collective waits for the other processes before the job ends, naming the process
+  // that did not arrive (train/dist/communicator.h). A resume may change it.
+  double dist_timeout = dist::kDefaultTimeoutSeconds;
 
-  double effective_min_lr() const { return min_lr < 0 ? lr / 10 : min_lr; }
+  double effective_min_lr() const { return min_lr_for(lr); }
+  // The floor of a schedule whose peak is `peak` (a group of its own lr, as muon's AdamW groups):
+  // peak / 10 by default, else min_lr scaled as peak is to lr. min_lr_for(lr) is min_lr itself.
+  double min_lr_for(double peak) const { return min_lr < 0 ? peak / 10 : min_lr * (peak / lr); }
 };
 
 // The options as JSON (a checkpoint stores them) and back; unknown keys are errors.

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <regex>
 
 #include "core/autograd.h"
@@ -14,9 +15,11 @@
 #include "data/byte_tokenizer.h"
 #include "nn/sampling.h"
 #include "serialize/atomic_file.h"
+#include "serialize/directory_lock.h"
 #include "train/dist/agreement.h"
 #include "train/loss_plot.h"
 #include "train/metrics_log.h"
+#include "train/muon_groups.h"
 #include "train/nanogpt_groups.h"
 #include "train/optimizer_registry.h"
 #include "train/run_checkpoints.h"
@@ -36,14 +39,20 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 enum Stream : uint64_t { kWeights = 1, kBatches = 2, kEvaluation = 3, kSampling = 4 };
 
 // The optimizer of a run: --optimizer from the registry with the run's hyperparameters under
-// their PyTorch names, over nanoGPT's groups (weight decay on 2-D parameters only).
+// their PyTorch names, over nanoGPT's groups (weight decay on 2-D parameters only). muon: Muon on
+// the hidden matrices at --lr beside AdamW on the rest at --adam-lr (train/muon_groups.h), both
+// decaying their 2-D parameters by --weight-decay.
 std::unique_ptr<optim::Optimizer> make_run_optimizer(const TrainOptions& o, const nn::GPT& model, Device device) {
   const nlohmann::json betas = {o.beta1, o.beta2};
+  // The fused path runs one multi-tensor kernel per group: fewer launches on a GPU.
+  const bool cuda = device.type == DeviceType::cuda;
+  if (o.optimizer == "muon")
+    return make_muon_adamw(model, {{"lr", o.lr}, {"weight_decay", o.weight_decay}},
+                           {{"lr", o.adam_lr}, {"betas", betas}, {"weight_decay", o.weight_decay}}, o.fused || cuda);
   nlohmann::json defaults = {{"lr", o.lr}, {"betas", betas}};
   if (o.optimizer == "sgd") defaults = {{"lr", o.lr}, {"momentum", o.beta1}};
-  // The fused path runs one multi-tensor kernel per group: fewer launches on a GPU.
   const OptimizerKind* kind = find_optimizer_kind(o.optimizer);
-  const bool fused = o.fused || (device.type == DeviceType::cuda && kind != nullptr && kind->has_fused);
+  const bool fused = o.fused || (cuda && kind != nullptr && kind->has_fused);
   auto opt = make_optimizer(o.optimizer, defaults, fused);
   add_nanogpt_param_groups(*opt, model, {{"weight_decay", o.weight_decay}});
   return opt;
@@ -111,11 +120,16 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
     comm_ = own_comm_.get();
   }
   validate(options_);
+  comm_->set_timeout(options_.dist_timeout);  // before the run's first collective, the agreement on starting
+  std::optional<InitialWeights> init;  // --init-from's model, until its weights are copied
   if (resume) {
     // The model is the checkpoint's, whatever --config names today (a JSON file may have changed).
     state_.model_choice.name = program->model_name;
     state_.model_choice.config = nn::GPTConfig::from_json(resume->model_description());
     state_.model_choice.default_batch = program->batch;
+  } else if (!options_.init_from.empty()) {
+    init.emplace(load_initial_weights(options_));
+    state_.model_choice = init->model_choice;
   } else {
     state_.model_choice = resolve_model_config(options_.config);
   }
@@ -135,8 +149,8 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
     // Most presets are sized for bytes: a fresh run's vocabulary grows to the tokenizer's ids. A
     // larger one is kept (the gpt2 preset pads GPT-2's 50,257 to 50,304 for faster matrix
     // products; ids past the tokenizer's are never drawn). A resumed run keeps its checkpoint's,
-    // which must still hold every id of the data.
-    if (!resume) cfg.vocab_size = std::max(cfg.vocab_size, int64_t(tokens->tokenizer().vocab_size()));
+    // which must still hold every id of the data, and so does a run from --init-from's weights.
+    if (!resume && !init) cfg.vocab_size = std::max(cfg.vocab_size, int64_t(tokens->tokenizer().vocab_size()));
     token_data_ = tokens.get();
     data_ = std::move(tokens);
   } else {
@@ -144,7 +158,14 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
   }
   // Refused before anything is allocated: an absurd size would otherwise fail deep inside an
   // allocation, or overflow. A GPU's memory is not the host's, so there only overflow is checked.
-  const std::string config_what = resume ? resume->path() + ": model config" : "--config " + options_.config;
+  const std::string config_what = resume ? resume->path() + ": model config"
+                                 : init ? "--init-from " + options_.init_from
+                                        : "--config " + options_.config;
+  if (init) {
+    const auto recorded = init->loaded.metadata.find("tokenizer");
+    check_init_tokenizer(recorded == init->loaded.metadata.end() ? "" : recorded->second,
+                         token_data_ ? &token_data_->tokenizer() : nullptr, options_.init_from, options_.data);
+  }
   if (device_.type == DeviceType::cuda) checked_param_count(cfg, config_what);
   else check_model_fits_memory(cfg, config_what);
   const int64_t ids = token_data_ ? int64_t(token_data_->tokenizer().vocab_size()) : data::ByteTokenizer::kVocabSize;
@@ -166,6 +187,10 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
   if (world > 1 && device_.type == DeviceType::cuda && options_.device == "cuda") device_ = Device::cuda(dist::local_rank());
 
   state_.model = std::make_unique<nn::GPT>(cfg, derive_seed(options_.seed, kWeights), device_);
+  if (init) {
+    state_.model->load_state_dict(init->loaded.model->state_dict());
+    init.reset();  // the host copy is not needed any more
+  }
   state_.model->train(true);
   const nn::Precision precision = nn::parse_precision(options_.precision, "--precision");
   state_.model->set_precision(precision);  // an error here names a kernel without a 16-bit path
@@ -194,10 +219,17 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
     dp_ = std::make_unique<dist::DataParallel>(*comm_, *state_.optimizer, options_.zero == 1);
     dp_->set_slices_per_rank(slices_per_rank_);
   }
-  // nanoGPT's schedule with lr_decay_iters = max_iters; warm-up shorter than the run.
+  // nanoGPT's schedule with lr_decay_iters = max_iters; warm-up shorter than the run. Each group
+  // follows it from its own peak, its lr as built (PyTorch schedulers' initial_lr): --lr, or
+  // --adam-lr for muon's AdamW groups.
   const int64_t warmup = std::min(options_.warmup, options_.steps - 1);
   state_.schedule = std::make_unique<optim::WarmupCosineLr>(options_.lr, warmup, options_.steps,
                                                             options_.effective_min_lr());
+  for (size_t g = 0; g < state_.optimizer->param_groups().size(); ++g) {
+    const double peak = state_.optimizer->lr(g);
+    state_.group_schedules.push_back(
+        std::make_unique<optim::WarmupCosineLr>(peak, warmup, options_.steps, options_.min_lr_for(peak)));
+  }
   state_.data_gen = Generator(derive_seed(options_.seed, kBatches), 0);
   state_.step = 0;
   if (resume) restore(*resume, *program);
@@ -237,12 +269,21 @@ void Trainer::restore(const serialize::TrainingCheckpoint& ckpt, const ProgramSt
   resumed_ = true;
 }
 
+nlohmann::json Trainer::applied_options() const {
+  nlohmann::json j = to_json(options_);
+  j["batch"] = batch_;
+  j["min_lr"] = options_.effective_min_lr();
+  j["grad_slices"] = slices_per_rank_ * comm_->size();
+  return j;
+}
+
 data::Batch Trainer::local_slice(const data::Batch& b) const {
   return {batch_slice(b.x, comm_->rank(), comm_->size()), batch_slice(b.y, comm_->rank(), comm_->size())};
 }
 
 StepResult Trainer::train_step() {
   const auto t0 = Clock::now();
+  comm_->set_activity("step " + std::to_string(state_.step + 1));
   StepResult r;
   // The global batch is drawn as in one process (so the data does not depend on the world size);
   // this rank trains its slice.
@@ -262,8 +303,10 @@ StepResult Trainer::train_step() {
     }
     dropout.set_state(dropout.seed(), base + uint64_t(comm_->rank() * slices_per_rank_) * dropout_draws_per_slice_);
   }
-  const StepOutcome o = train::train_step(*state_.model, *state_.optimizer, b.x, b.y, options_.grad_clip, r.lr,
-                                        state_.scaler.get(), dp_.get(), slices_per_rank_);
+  for (size_t g = 0; g < state_.group_schedules.size(); ++g)
+    state_.optimizer->set_lr(g, state_.group_schedules[g]->lr(state_.step));
+  const StepOutcome o = train::train_step(*state_.model, *state_.optimizer, b.x, b.y, options_.grad_clip,
+                                        std::nullopt, state_.scaler.get(), dp_.get(), slices_per_rank_);
   if (place_dropout)
     dropout.set_state(dropout.seed(), base + uint64_t(comm_->size() * slices_per_rank_) * dropout_draws_per_slice_);
   r.loss = dp_ ? dp_->mean_over_ranks(o.loss) : o.loss;
@@ -281,6 +324,7 @@ StepResult Trainer::train_step() {
 }
 
 double Trainer::evaluate(data::Split split) {
+  comm_->set_activity("the evaluation at step " + std::to_string(state_.step));
   NoGradGuard no_grad;
   nn::GPT& model = *state_.model;
   const bool was_training = model.is_training();
@@ -326,10 +370,12 @@ void Trainer::save_weights(const std::string& path) const {
   meta["preset"] = state_.model_choice.name;
   if (last_val_loss_ >= 0) meta["val_loss"] = std::to_string(last_val_loss_);
   if (token_data_) meta["tokenizer"] = token_data_->tokenizer().identity().to_json().dump();
+  if (!options_.init_from.empty()) meta["init_from"] = options_.init_from;
   train::save_weights(path, *state_.model, meta);
 }
 
 void Trainer::save_checkpoint(const std::string& path) const {
+  comm_->set_activity("the checkpoint at step " + std::to_string(state_.step));
   if (dp_) {
     // Every rank: the replicas must agree before rank 0 writes for all of them, and ZeRO-1's
     // shards come to rank 0, which writes one file as a single process would (docs/design.md).
@@ -398,7 +444,7 @@ TrainSummary Trainer::run(std::FILE* log) {
     std::fflush(log);
   };
   const std::string dir = std::filesystem::path(o.out).string();
-  std::optional<RunLock> lock;  // held until run() returns: no second run writes this directory
+  std::optional<serialize::DirectoryLock> lock;  // held until run() returns: no second run writes this directory
   LossCurves curves;
   int64_t skipped_steps = 0;  // fp16: updates the scaler skipped, over the whole run
   // The directory's checks are rank 0's, and every rank stops with its error (printed once).
@@ -407,7 +453,7 @@ TrainSummary Trainer::run(std::FILE* log) {
     std::error_code ec;
     std::filesystem::create_directories(o.out, ec);
     LATHE_CHECK(!ec, "--out ", o.out, ": cannot create the directory: ", ec.message());
-    lock.emplace(dir);
+    lock.emplace(dir, "lathe train", "run directory");
     if (resumed_) {
       // The metrics first: a bad line fails the resume before any checkpoint is moved.
       skipped_steps = restore_metrics(dir + "/metrics.jsonl", state_.step, curves);
@@ -452,6 +498,10 @@ TrainSummary Trainer::run(std::FILE* log) {
       state_.optimizer->fused() ? " (fused)" : "", o.lr, o.effective_min_lr(), (long long)std::min(o.warmup, o.steps - 1),
       o.weight_decay, o.grad_clip, openmp_max_threads(), openmp_max_threads() == 1 ? "" : "s",
       threads_->governs() ? " (the default: as many as other processes leave cores free)" : "");
+  if (o.optimizer == "muon")
+    say("muon: Muon on the blocks' matrices at that lr; AdamW on the embeddings, head, gains and biases at lr %g -> %g "
+        "(--adam-lr)\n",
+        o.adam_lr, o.min_lr_for(o.adam_lr));
   if (o.precision != "f32") {
     char scaling[96] = "";
     if (state_.scaler)

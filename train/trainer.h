@@ -33,6 +33,7 @@
 #include "serialize/checkpoint.h"
 #include "train/dist/communicator.h"
 #include "train/dist/data_parallel.h"
+#include "train/init_weights.h"
 #include "train/model_config.h"
 #include "train/program_state.h"
 #include "train/thread_governor.h"
@@ -44,7 +45,9 @@ struct TrainState {
   ModelChoice model_choice;
   std::unique_ptr<nn::GPT> model;
   std::unique_ptr<optim::Optimizer> optimizer;
-  std::unique_ptr<optim::LrSchedule> schedule;
+  std::unique_ptr<optim::LrSchedule> schedule;  // --lr's: the lr a step reports
+  // One per param group, each from the group's own peak (its lr as built): the lrs a step sets.
+  std::vector<std::unique_ptr<optim::LrSchedule>> group_schedules;
   std::unique_ptr<optim::GradScaler> scaler;  // fp16 runs only (bf16 and f32 need none)
   Generator data_gen;  // training batches drawn so far: (seed, offset)
   int64_t step = 0;    // optimizer steps completed
@@ -81,7 +84,9 @@ struct ResumeSettingsError : Error {
 class Trainer {
  public:
   // Opens the corpus, builds the model on the device and the optimizer with nanoGPT's param
-  // groups (train/nanogpt_groups.h). Throws lathe::Error naming what is wrong.
+  // groups (train/nanogpt_groups.h). With options.init_from the model and its first weights come
+  // from that file (train/init_weights.h). Throws lathe::Error naming what is wrong
+  // (InitSettingsError for a --config that contradicts the --init-from file).
   //
   // `comm`: the processes of a data parallel run (train/dist/); null: this process alone. Each
   // rank builds the same model and optimizer; --batch stays the global batch, whose windows are
@@ -93,7 +98,8 @@ class Trainer {
   // `dir_or_file` (a checkpoint file, or the newest checkpoint of a run directory), takes the
   // checkpoint's options with the run-management flags of `given` that the user set (`given_keys`:
   // JSON keys of TrainOptions) applied on top -- steps, eval_interval, eval_iters, ckpt_interval,
-  // keep_last, threads, device, out (default: the checkpoint's directory), sample_tokens, data --
+  // keep_last, threads, device, out (default: the checkpoint's directory), sample_tokens, data,
+  // zero, grad_slices, dist_timeout --
   // and restores the whole state onto the device. Any other key given with a value other than the
   // checkpoint's is a ResumeSettingsError naming it (a resumed run is the same run); a damaged or
   // unfitting checkpoint is a lathe::Error naming the file.
@@ -103,6 +109,11 @@ class Trainer {
 
   TrainState& state() { return state_; }
   const TrainOptions& options() const { return options_; }
+  // The options as this run applies them, as JSON: the defaults that stand for a value resolved
+  // (batch 0 for the preset's, min_lr -1 for lr / 10, grad_slices 0 for one per process). The
+  // ranks of a data parallel run compare these, so they differ only where the runs would, and a
+  // difference shows the values each rank trains with.
+  nlohmann::json applied_options() const;
   const data::Dataset& data() const { return *data_; }
   // The tokenizer of token-shard data; null for a byte corpus (bytes are the tokens).
   const data::BpeTokenizer* tokenizer() const { return token_data_ ? &token_data_->tokenizer() : nullptr; }

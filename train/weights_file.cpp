@@ -5,7 +5,9 @@
 #include "core/error.h"
 #include "serialize/checkpoint.h"
 #include "serialize/checksum.h"
+#include "serialize/hf_gpt2.h"
 #include "serialize/json_document.h"
+#include "serialize/llmc.h"
 #include "serialize/weights.h"
 
 namespace lathe::train {
@@ -19,14 +21,62 @@ void save_weights(const std::string& path, const nn::GPT& model, serialize::Meta
   serialize::save_weights(path, model.state_dict(), extra);
 }
 
+const char* weights_format_name(WeightsFormat f) {
+  switch (f) {
+    case WeightsFormat::lathe: return "lathe";
+    case WeightsFormat::checkpoint: return "checkpoint";
+    case WeightsFormat::hf: return "hf";
+    case WeightsFormat::llmc: return "llmc";
+  }
+  return "?";
+}
+
+WeightsFormat weights_format_of(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return WeightsFormat::hf;
+  const std::string bin = ".bin";
+  if (path.size() >= bin.size() && path.compare(path.size() - bin.size(), bin.size(), bin) == 0)
+    return WeightsFormat::llmc;
+  return WeightsFormat::lathe;
+}
+
+namespace {
+
+// A GPT-2 read from another program's files, as a model; such files name no tokenizer lathe knows.
+LoadedModel gpt2_model(serialize::GPT2Weights w, WeightsFormat format, const std::string& path, Device device) {
+  LoadedModel out;
+  out.format = format;
+  out.model = std::make_unique<nn::GPT>(w.config, /*seed=*/0, device);
+  try {
+    out.model->load_state_dict(w.weights);
+  } catch (const Error& e) {
+    LATHE_FAIL(path, ": ", e.what());
+  }
+  out.model->eval();
+  out.metadata["tokenizer"] = kUnknownTokenizer;
+  return out;
+}
+
+}  // namespace
+
 LoadedModel load_weights(const std::string& path, Device device) {
   std::error_code ec;  // a symlink loop is a reason to name, not an exception to leak
   LATHE_CHECK(std::filesystem::exists(path, ec), path, ": ", ec ? ec.message() : std::string("no such file"));
+  const WeightsFormat format = weights_format_of(path);
+  if (format == WeightsFormat::hf) {
+    const std::filesystem::path dir(path);
+    LATHE_CHECK(std::filesystem::exists(dir / "config.json", ec) || !std::filesystem::exists(dir / "metrics.jsonl", ec),
+                path, ": a run directory of lathe train, not a model directory; name its model.safetensors or one of "
+                "its checkpoints (ckpt-<step>.safetensors)");
+    return gpt2_model(serialize::read_hf_gpt2(path), format, path, device);
+  }
+  if (format == WeightsFormat::llmc) return gpt2_model(serialize::read_llmc(path), format, path, device);
   serialize::SafetensorsFile f = serialize::read_safetensors(path, Device::cpu());
   if (serialize::TrainingCheckpoint::is_checkpoint(f.metadata)) {
     // A training checkpoint: its weights, without the optimizer state.
     const serialize::TrainingCheckpoint ckpt = serialize::TrainingCheckpoint::from_file(std::move(f));
     LoadedModel out;
+    out.format = WeightsFormat::checkpoint;
     try {
       out.model = std::make_unique<nn::GPT>(nn::GPTConfig::from_json(ckpt.model_description()), /*seed=*/0, device);
     } catch (const Error& e) {
@@ -47,9 +97,11 @@ LoadedModel load_weights(const std::string& path, Device device) {
   auto it = f.metadata.find("config");
   LATHE_CHECK(it != f.metadata.end(), path, ": no model config in its metadata (key \"config\"); ",
               "was it written by lathe train?");
+  // parse_json_document's errors name the file and the key already.
+  const nlohmann::json config_json = serialize::parse_json_document(it->second, path + ": metadata \"config\"");
   nn::GPTConfig config;
   try {
-    config = nn::GPTConfig::from_json(serialize::parse_json_document(it->second, path + ": metadata \"config\""));
+    config = nn::GPTConfig::from_json(config_json);
   } catch (const nlohmann::json::exception& e) {
     LATHE_FAIL(path, ": metadata \"config\" is not valid JSON: ", e.what());
   } catch (const Error& e) {

@@ -1,6 +1,8 @@
 // A model's weights as one safetensors file, with what is needed to rebuild the model in its
 // metadata:
-//   "format": "lathe-gpt-weights", "config": GPTConfig as JSON, "tokenizer": "bytes",
+//   "format": "lathe-gpt-weights", "config": GPTConfig as JSON, "tokenizer": "bytes" (or the
+//   TokenizerIdentity JSON of data/bpe_tokenizer.h, or "none" when it is not known: weights
+//   converted from a format that does not say),
 //   plus whatever the caller adds (the trainer adds "step" and "val_loss"), and under "lathe"
 //   every tensor's checksum (serialize/weights.h), which load_weights verifies.
 // Tensors are nanoGPT's state_dict, every name of the tied pair included (lm_head.weight and
@@ -18,17 +20,35 @@
 namespace lathe::train {
 
 inline constexpr const char* kWeightsFormat = "lathe-gpt-weights";
+// The "tokenizer" of weights whose tokenizer is not known (lathe sample then needs --tokenizer).
+inline constexpr const char* kUnknownTokenizer = "none";
 
 void save_weights(const std::string& path, const nn::GPT& model, serialize::Metadata extra = {});
 
+// The files a model's weights come in.
+enum class WeightsFormat {
+  lathe,       // a weights file (above)
+  checkpoint,  // a training checkpoint of serialize/checkpoint.h: its weights
+  hf,          // a Hugging Face GPT-2 directory (serialize/hf_gpt2.h)
+  llmc,        // llm.c's GPT-2 model file (serialize/llmc.h)
+};
+const char* weights_format_name(WeightsFormat f);  // "lathe", "checkpoint", "hf", "llmc"
+// What `path` holds, by what it is: a directory is a Hugging Face model, a name ending in ".bin"
+// llm.c's model file, anything else lathe's safetensors (weights or a checkpoint: reported as
+// lathe here, told apart by the metadata once read).
+WeightsFormat weights_format_of(const std::string& path);
+
 struct LoadedModel {
   std::unique_ptr<nn::GPT> model;
-  serialize::Metadata metadata;
+  serialize::Metadata metadata;  // a Hugging Face or llm.c model's: "tokenizer": "none" only
+  WeightsFormat format = WeightsFormat::lathe;
 };
 // Builds the model from the file's "config" metadata (or, for a training checkpoint of
-// serialize/checkpoint.h, from its document) and loads its weights onto `device`. Errors
+// serialize/checkpoint.h, from its document; for a Hugging Face directory, from its config.json;
+// for an llm.c file, from its header) and loads its weights onto `device`, in eval mode. Errors
 // name the file: missing file, no config in the metadata, missing or mis-shaped tensors, a tensor
-// whose bytes do not match its recorded checksum.
+// whose bytes do not match its recorded checksum, and the format's own (serialize/hf_gpt2.h,
+// serialize/llmc.h).
 LoadedModel load_weights(const std::string& path, Device device = Device::cpu());
 
 }  // namespace lathe::train

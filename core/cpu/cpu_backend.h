@@ -47,7 +47,8 @@ class CpuBackend final : public Backend {
 
   void softmax(const Tensor& x, const Tensor& out, bool log) override;
   void softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& gx, bool log) override;
-  bool has_fused_attention() const override { return true; }
+  // Attention in every float dtype and head size (core/cpu/attention.cpp).
+  bool fuses(FusedKernel kernel, DType dtype, int64_t width) const override;
   void causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& out,
                         const Tensor& lse) override;
   void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,

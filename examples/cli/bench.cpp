@@ -32,6 +32,9 @@ struct BenchOptions {
   int threads = 0;
   std::string precision = "f32";
   bool tf32 = false;
+  // MFU's denominator: an H100 SXM's dense BF16 tensor-core peak, the figure nanoGPT and llm.c
+  // (and tools/torch_bench_device.py) report MFU against, whatever the precision.
+  double peak_tflops = 989.4;
   bool json = false;
   bool profile = false;
 };
@@ -106,6 +109,8 @@ void run_bench(const BenchOptions& o) {
   check_range("--warmup", o.warmup, 0, kMaxBenchSteps);
   check_range("--batch", o.batch, 0, kMaxBenchBatch);
   check_range("--threads", o.threads, 0, kMaxBenchThreads);
+  if (!(o.peak_tflops > 0 && o.peak_tflops <= 1e6))
+    throw UsageError("--peak-tflops must be a positive number of TFLOP/s (at most 1e6)");
   if (o.profile && o.json) throw UsageError("--profile prints a table; it does not go with --json");
   if (o.profile && o.device != "cpu")
     throw UsageError("--profile times the CPU kernels; it does not go with --device " + o.device);
@@ -165,21 +170,24 @@ void run_bench(const BenchOptions& o) {
                                                      c.n_layer, c.n_embd, T) * tokens;
   const size_t peak_rss = train::peak_rss_bytes();
   const size_t peak_device = memory_stats(device).peak_allocated;
+  const double mfu = flops / seconds / (o.peak_tflops * 1e12);
   if (o.json) {
     nlohmann::json j = {{"config", choice.name},  {"device", device.str()},  {"params", model.num_params()},
                         {"precision", nn::precision_name(precision)}, {"tf32", o.tf32},
                         {"batch", B},             {"seq_len", T},            {"threads", train::openmp_max_threads()},
                         {"steps", o.steps},       {"ms_per_step", seconds * 1e3}, {"tok_per_s", tokens / seconds},
-                        {"gflop_per_s", flops / seconds / 1e9}, {"peak_rss_bytes", peak_rss},
-                        {"peak_device_bytes", peak_device}, {"casts_per_step", casts}, {"version", LATHE_VERSION}};
+                        {"gflop_per_s", flops / seconds / 1e9}, {"mfu", mfu}, {"peak_tflops", o.peak_tflops},
+                        {"peak_rss_bytes", peak_rss}, {"peak_device_bytes", peak_device}, {"casts_per_step", casts},
+                        {"version", LATHE_VERSION}};
     std::printf("%s\n", j.dump().c_str());
     return;
   }
   std::printf("lathe %s config=%s params=%lld batch=%lld seq=%lld device=%s precision=%s threads=%d\n",
               LATHE_VERSION, choice.name.c_str(), (long long)model.num_params(), (long long)B, (long long)T,
               device.str().c_str(), nn::precision_name(precision), train::openmp_max_threads());
-  std::printf("  %.1f ms/step  %.0f tok/s  %.2f GFLOP/s  (%lld timed steps after %lld warm-up)\n", seconds * 1e3,
-              tokens / seconds, flops / seconds / 1e9, (long long)o.steps, (long long)o.warmup);
+  std::printf("  %.1f ms/step  %.0f tok/s  %.2f GFLOP/s  MFU %.1f%% of %g TFLOP/s  (%lld timed steps after %lld warm-up)\n",
+              seconds * 1e3, tokens / seconds, flops / seconds / 1e9, 100.0 * mfu, o.peak_tflops, (long long)o.steps,
+              (long long)o.warmup);
   std::printf("  peak memory: process RSS %s, %s allocator %s\n", lathe::format_bytes(peak_rss).c_str(),
               device.str().c_str(), lathe::format_bytes(peak_device).c_str());
   std::printf("  %.0f dtype casts per step\n", casts);
@@ -192,7 +200,8 @@ void add_bench_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Time GPT training steps (forward, backward, AdamW) on random tokens");
   cmd->footer(
       "GFLOP/s counts 6 * N * tokens (N: parameters except position embeddings) plus the attention\n"
-      "products 12 * n_layer * n_embd * seq_len per token (train/flops.h).\n"
+      "products 12 * n_layer * n_embd * seq_len per token (train/flops.h); MFU is that rate over\n"
+      "--peak-tflops. Peak memory is the process's RSS and the device allocator's peak.\n"
       "Compare with: python3 tools/torch_gpt_reference.py bench CONFIG THREADS");
   auto o = std::make_shared<BenchOptions>();
   cmd->add_option("--config", o->config, "model preset (tiny, small, char, nanogpt-cpu, gpt2) or a JSON file")->capture_default_str();
@@ -204,6 +213,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--precision", o->precision, "f32, bf16 or fp16 (fp16 with the loss scaler), as lathe train")
       ->capture_default_str();
   cmd->add_flag("--tf32", o->tf32, "f32 products on TF32 tensor cores (cuda; ignored on cpu), as lathe train");
+  cmd->add_option("--peak-tflops", o->peak_tflops,
+                  "the device's peak for MFU, in TFLOP/s (default: an H100 SXM's dense BF16 peak)")
+      ->capture_default_str();
   cmd->add_flag("--json", o->json, "print one JSON line");
   cmd->add_flag("--profile", o->profile, "then run --steps more steps with every CPU kernel timed and print each one's share and GFLOP/s");
   cmd->callback([o] { run_bench(*o); });

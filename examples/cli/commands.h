@@ -50,5 +50,6 @@ void add_bench_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_tokenizer_command(CLI::App& app);  // tokenizer train | encode | decode | bench
 void add_tokenize_command(CLI::App& app);
+void add_convert_command(CLI::App& app);  // lathe convert IN OUT [--to lathe|hf|llmc]
 
 }  // namespace lathe::cli

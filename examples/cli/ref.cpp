@@ -50,9 +50,10 @@ void run_check(const RefArgs& a) {
   for (const ref::TensorVerdict& v : verdicts) {
     std::cout << ref::format_verdict(v) << "\n";
     passed += v.pass;
-    // The worst: a tensor that cannot be compared, else the largest share of its tolerance.
+    // The worst: a tensor that cannot be compared or differs by a NaN or an infinity, else the
+    // largest share of its tolerance.
     auto badness = [](const ref::TensorVerdict& t) {
-      return t.problem.empty() ? t.worst_ratio : std::numeric_limits<double>::infinity();
+      return t.problem.empty() && t.non_finite.empty() ? t.worst_ratio : std::numeric_limits<double>::infinity();
     };
     if (!worst || badness(v) > badness(*worst)) worst = &v;
   }

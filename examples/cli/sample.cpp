@@ -1,7 +1,8 @@
 // lathe sample --checkpoint FILE: text from a trained model. The model is rebuilt from the config
-// stored in the file's metadata (lathe train writes it), the prompt is encoded with the tokenizer
-// the metadata names (bytes unless the run trained on token shards), and the continuation is
-// decoded with it and printed raw.
+// stored in the file's metadata (lathe train writes it), or from a Hugging Face GPT-2 directory or
+// an llm.c model file; the prompt is encoded with the tokenizer --tokenizer names, else the one
+// the metadata names (bytes unless the run trained on token shards; a file that names none needs
+// --tokenizer), and the continuation is decoded with it and printed raw.
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -31,7 +32,21 @@ struct SampleOptions {
   std::string device = "cpu";
   int64_t samples = 1;
   std::string precision = "f32";  // the forward's mixed-precision policy (nn/precision.h)
+  std::string tokenizer;          // a TOK (data/bpe_tokenizer.h) in place of the recorded one
 };
+
+// The tokenizer to encode and decode with: --tokenizer, else the one the weights record.
+data::BpeTokenizer sample_tokenizer(const SampleOptions& o, const train::LoadedModel& loaded) {
+  if (!o.tokenizer.empty()) return data::load_tokenizer(o.tokenizer);
+  const auto recorded = loaded.metadata.find("tokenizer");
+  if (recorded == loaded.metadata.end() || recorded->second == "bytes") return data::load_tokenizer("bytes");
+  LATHE_CHECK(recorded->second != train::kUnknownTokenizer, o.checkpoint, ": the weights (",
+              train::weights_format_name(loaded.format), ") do not say which tokenizer they take; give --tokenizer ",
+              "(gpt2 for GPT-2's vocabulary, bytes for a byte-level model, or a tokenizer file)");
+  // Checked against its checksum, so a changed file is an error, not garbled text.
+  const nlohmann::json j = serialize::parse_json_document(recorded->second, o.checkpoint + ": metadata \"tokenizer\"");
+  return data::load_tokenizer(data::TokenizerIdentity::from_json(j, o.checkpoint), "checkpoint " + o.checkpoint);
+}
 
 // Past these a request is a typing mistake that would generate for days, not a sample.
 constexpr int64_t kMaxTokens = 1000000;
@@ -62,19 +77,11 @@ void run_sample(const SampleOptions& o) {
   LATHE_CHECK(::stat(o.checkpoint.c_str(), &st) == 0, o.checkpoint, ": ", std::strerror(errno));
   train::LoadedModel loaded = train::load_weights(o.checkpoint, device);
   loaded.model->set_precision(precision);
-  // The tokenizer the model was trained with: bytes, or the one its metadata names (checked
-  // against its checksum, so a changed file is an error, not garbled text).
-  const auto recorded = loaded.metadata.find("tokenizer");
   std::optional<data::BpeTokenizer> tok;
-  int64_t ids = 0;  // the ids drawn: those the model was trained to emit
-  if (recorded != loaded.metadata.end() && recorded->second != "bytes") {
-    const nlohmann::json j = serialize::parse_json_document(recorded->second, o.checkpoint + ": metadata \"tokenizer\"");
-    tok.emplace(data::load_tokenizer(data::TokenizerIdentity::from_json(j, o.checkpoint), "checkpoint " + o.checkpoint));
-    ids = int64_t(tok->vocab_size());  // end-of-text included: it marks where a document ends
-  } else {
-    tok.emplace(data::load_tokenizer("bytes"));
-    ids = data::ByteTokenizer::kVocabSize;  // a byte corpus has no end-of-text
-  }
+  tok.emplace(sample_tokenizer(o, loaded));
+  // The ids drawn: those the model was trained to emit. A byte corpus has no end-of-text; token
+  // shards have it (it marks where a document ends).
+  const int64_t ids = tok->identity().kind == "bytes" ? data::ByteTokenizer::kVocabSize : int64_t(tok->vocab_size());
   // An empty prompt starts from a newline, as nanoGPT's sample.py does.
   std::vector<int64_t> prompt;
   for (uint32_t id : tok->encode(o.prompt.empty() ? std::string("\n") : o.prompt)) prompt.push_back(id);
@@ -99,7 +106,13 @@ void run_sample(const SampleOptions& o) {
 void add_sample_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("sample", "Generate text from weights written by `lathe train`");
   auto o = std::make_shared<SampleOptions>();
-  cmd->add_option("--checkpoint", o->checkpoint, "model.safetensors or a training checkpoint (ckpt-<step>.safetensors) from lathe train")->required();
+  cmd->add_option("--checkpoint", o->checkpoint,
+                  "model.safetensors or a training checkpoint (ckpt-<step>.safetensors) from lathe train, a Hugging Face "
+                  "GPT-2 directory or an llm.c model file (.bin)")
+      ->required();
+  cmd->add_option("--tokenizer", o->tokenizer,
+                  "bytes, gpt2, a GPT-2 vocab.bpe or a file from `lathe tokenizer train`, in place of the tokenizer the "
+                  "weights record (needed for weights that record none: a Hugging Face directory, an llm.c file)");
   cmd->add_option("--prompt", o->prompt, "text to continue (default: a newline)");
   cmd->add_option("--tokens", o->tokens, "tokens to generate (bytes, for a byte-level model; at most 1000000)")->capture_default_str();
   cmd->add_option("--temperature", o->temperature, "softmax temperature; 0 takes the most likely byte")

@@ -49,6 +49,7 @@ struct TrainTokenizerOptions {
 };
 
 void run_train_tokenizer(const TrainTokenizerOptions& o) {
+  if (o.out.empty()) throw UsageError("--out must name the tokenizer file to write, got an empty string");
   if (o.vocab_size < 256 || o.vocab_size > kMaxVocabSize)
     throw UsageError("--vocab-size must be in [256, 2^32] (256 byte tokens plus merges), got " +
                      std::to_string(o.vocab_size));
@@ -64,7 +65,8 @@ void run_train_tokenizer(const TrainTokenizerOptions& o) {
   for (size_t i = 0; i < corpus.file_count(); ++i) counts.add_text(corpus.text(corpus.file_begin(i), corpus.file_size(i)));
   data::TokenizerFile file;
   file.pattern = pattern;
-  file.merges = data::train_bpe_merges(counts, o.vocab_size);
+  data::BpeTrainingEnd end = data::BpeTrainingEnd::size_reached;
+  file.merges = data::train_bpe_merges(counts, o.vocab_size, {}, &end);
   data::write_tokenizer_file(o.out, file);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const uint64_t made = 256 + file.merges.size();
@@ -72,9 +74,13 @@ void run_train_tokenizer(const TrainTokenizerOptions& o) {
               o.out.c_str(), (unsigned long long)made, file.merges.size(), (unsigned long long)made,
               data::pretoken_pattern_name(pattern), o.data.c_str(), corpus.size(),
               (unsigned long long)counts.total_pieces(), s);
-  if (made < o.vocab_size)
+  if (end == data::BpeTrainingEnd::no_pair_left)
     std::printf("note: the corpus has no adjacent pair left to merge after %zu merges (asked for %llu tokens)\n",
                 file.merges.size(), (unsigned long long)o.vocab_size);
+  if (end == data::BpeTrainingEnd::vocabulary_bytes)
+    std::printf("note: stopped after %zu merges (asked for %llu tokens): the next would take the tokens past the "
+                "%llu bytes a vocabulary may hold\n",
+                file.merges.size(), (unsigned long long)o.vocab_size, (unsigned long long)data::kMaxVocabularyBytes);
 }
 
 // ---- tokenizer encode / decode / bench

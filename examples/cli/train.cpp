@@ -19,7 +19,10 @@ namespace {
 
 // Exit status 2 for the user's mistakes in the command line, 1 for everything else.
 int exit_code_of(const std::exception& e) {
-  return dynamic_cast<const UsageError*>(&e) || dynamic_cast<const train::ResumeSettingsError*>(&e) ? 2 : 1;
+  return dynamic_cast<const UsageError*>(&e) || dynamic_cast<const train::ResumeSettingsError*>(&e) ||
+                 dynamic_cast<const train::InitSettingsError*>(&e)
+             ? 2
+             : 1;
 }
 
 // Under `mpirun -np N` every process runs this with its own communicator (train/dist/). Starting
@@ -31,7 +34,7 @@ void train_on_every_rank(const std::function<train::Trainer(dist::Communicator*)
   const std::unique_ptr<dist::Communicator> comm = dist::make_communicator();
   std::optional<train::Trainer> trainer;
   dist::on_every_rank(*comm, [&] { trainer.emplace(make(comm.get())); }, exit_code_of);
-  dist::check_same_run(*comm, train::to_json(trainer->options()), dist::data_fingerprint(trainer->data()));
+  dist::check_same_run(*comm, trainer->applied_options(), dist::data_fingerprint(trainer->data()));
   try {
     trainer->run(stdout);
   } catch (const dist::CollectiveError&) {
@@ -50,12 +53,16 @@ void run_train(train::TrainOptions o) {
   train_on_every_rank([&](dist::Communicator* comm) {
     try {
       train::validate(o);
-      const train::ModelChoice model = train::resolve_model_config(o.config);
-      // A model that cannot fit is the user's choice of sizes, refused before the corpus is read.
-      if (Device::parse(o.device).type != DeviceType::cuda) {
-        train::check_model_fits_memory(model.config, "--config " + o.config);
-        const int64_t batch = o.batch > 0 ? o.batch : model.default_batch;
-        train::check_batch_fits_memory(model.config, batch, "--batch " + std::to_string(batch));
+      // With --init-from alone the model is the file's, checked when the trainer reads it (a
+      // damaged file is a runtime error, not a usage error).
+      if (!o.config.empty()) {
+        const train::ModelChoice model = train::resolve_model_config(o.config);
+        // A model that cannot fit is the user's choice of sizes, refused before the corpus is read.
+        if (Device::parse(o.device).type != DeviceType::cuda) {
+          train::check_model_fits_memory(model.config, "--config " + o.config);
+          const int64_t batch = o.batch > 0 ? o.batch : model.default_batch;
+          train::check_batch_fits_memory(model.config, batch, "--batch " + std::to_string(batch));
+        }
       }
     } catch (const Error& e) {
       throw UsageError(e.what());
@@ -101,6 +108,12 @@ void check_explicit_values(const CLI::App& cmd, const train::TrainOptions& o) {
   if (given("--min-lr") && o.min_lr < 0)
     throw UsageError("--min-lr must be >= 0 (leave it out for lr / 10), got " + cmd.get_option("--min-lr")->as<std::string>());
   if (given("--out") && o.out.empty()) throw UsageError("--out must name a directory, got an empty string");
+  // A resume compares it with the run's own (Trainer::resume), whatever --optimizer says here.
+  if (given("--adam-lr") && o.optimizer != "muon" && o.resume.empty())
+    throw UsageError("--adam-lr is the lr of muon's AdamW groups; --optimizer " + o.optimizer +
+                     " has one lr for all (--lr)");
+  if (given("--init-from") && o.init_from.empty())
+    throw UsageError("--init-from must name a weights file, a checkpoint or a model directory, got an empty string");
 }
 
 }  // namespace
@@ -114,23 +127,34 @@ void add_train_command(CLI::App& app) {
       "  lathe train --config tiny --steps 600 --lr 3e-3 --out runs/tiny\n"
       "  lathe train --config tiny --precision bf16 --out runs/tiny-bf16\n"
       "  lathe train --resume runs/tiny --steps 1000     (continue the same run)\n"
+      "  lathe train --init-from gpt2/ --data shards/ --lr 3e-5 --out runs/ft   (fine-tune GPT-2's weights)\n"
       "  mpirun -np 2 lathe train --config tiny --threads 1 --out runs/tiny-dp   (data parallel; --batch is global)");
   auto o = std::make_shared<train::TrainOptions>();
   cmd->add_option("--data", o->data, "text file or directory (read recursively, sorted by path), or a directory of token shards")
       ->capture_default_str();
-  cmd->add_option("--config", o->config, "model preset (tiny, small, char, nanogpt-cpu, gpt2) or a JSON file of GPTConfig fields")
-      ->capture_default_str();
+  auto* config = cmd->add_option("--config", o->config,
+                                 "model preset (tiny, small, char, nanogpt-cpu, gpt2) or a JSON file of GPTConfig fields; "
+                                 "with --init-from, the file's model (a --config given must agree with it but for dropout)")
+                      ->capture_default_str();
   cmd->add_option("--device", o->device, "cpu, sim or cuda[:N]")->capture_default_str();
   const CLI::Validator in_i64 = integer_in_range<int64_t>();
   cmd->add_option("--steps", o->steps, "total optimizer steps")->capture_default_str()->check(in_i64);
   cmd->add_option("--batch", o->batch, "sequences per step (default: the preset's: tiny 8, small 16, char 8, gpt2 4)")
       ->check(in_i64);
-  auto* lr = cmd->add_option("--lr", o->lr, "peak learning rate (default 1e-3; 1.0 for prodigy, whose lr is a multiplier)");
+  auto* lr = cmd->add_option("--lr", o->lr,
+                             "peak learning rate (default 1e-3; 1.0 for prodigy, whose lr is a multiplier; 0.02 for "
+                             "muon, the lr of its Muon group)");
+  cmd->add_option("--adam-lr", o->adam_lr,
+                  "muon: peak learning rate of its AdamW groups (embeddings, head, gains, biases)")
+      ->capture_default_str();
   cmd->add_option("--min-lr", o->min_lr, "final learning rate of the cosine decay (default: lr / 10)");
   cmd->add_option("--warmup", o->warmup, "linear warm-up steps")->capture_default_str()->check(in_i64);
   cmd->add_option("--weight-decay", o->weight_decay, "decoupled weight decay of 2-D parameters")->capture_default_str();
   cmd->add_option("--grad-clip", o->grad_clip, "clip the global gradient norm to this; 0 disables")->capture_default_str();
-  cmd->add_option("--optimizer", o->optimizer, "adamw, adam, sgd (momentum beta1) or prodigy")->capture_default_str();
+  cmd->add_option("--optimizer", o->optimizer,
+                  "adamw, adam, sgd (momentum beta1), prodigy, or muon (Muon for the blocks' matrices, AdamW at "
+                  "--adam-lr for the rest)")
+      ->capture_default_str();
   cmd->add_option("--beta1", o->beta1, "first-moment decay (sgd: momentum)")->capture_default_str();
   cmd->add_option("--beta2", o->beta2, "second-moment decay")->capture_default_str();
   cmd->add_option("--seed", o->seed, "seed of the weights, the batches and the final sample")
@@ -160,6 +184,10 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--resume", o->resume,
                   "continue the run in DIR from its newest checkpoint (or from a checkpoint FILE) up to --steps; "
                   "bitwise identical to a run that never stopped");
+  auto* init_from = cmd->add_option(
+      "--init-from", o->init_from,
+      "start a fresh run from these weights (fine-tuning): a weights file or checkpoint of lathe train, a Hugging Face "
+      "GPT-2 directory or an llm.c model file (.bin); the model is the file's, the optimizer starts fresh");
   cmd->add_option("--threads", o->threads,
                   "CPU threads (default: OMP_NUM_THREADS, else as many as other processes leave cores free, checked as it runs; at most 4 x the hardware threads)")
       ->check(integer_in_range<int>());
@@ -177,10 +205,14 @@ void add_train_command(CLI::App& app) {
                   "process running an equal share (default: one per process); one process with --grad-slices 2 "
                   "reproduces mpirun -np 2 bitwise")
       ->check(in_i64);
+  cmd->add_option("--dist-timeout", o->dist_timeout,
+                  "under mpirun: seconds a process waits for the others in a collective before the job ends, "
+                  "naming the process that did not arrive")
+      ->capture_default_str();
   cmd->add_option("--freeze", o->freeze,
                   "train with the parameters whose names match this regular expression frozen (no gradient, no "
                   "optimizer state), e.g. 'wte' or '^transformer\\.h\\.0\\.'");
-  cmd->callback([o, lr, cmd] {
+  cmd->callback([o, lr, cmd, config, init_from] {
     check_explicit_values(*cmd, *o);
     if (!o->resume.empty()) {
       std::vector<std::string> given;  // TrainOptions JSON keys of the flags on the command line
@@ -195,6 +227,8 @@ void add_train_command(CLI::App& app) {
     }
     train::TrainOptions opts = *o;
     if (lr->count() == 0 && opts.optimizer == "prodigy") opts.lr = 1.0;
+    if (lr->count() == 0 && opts.optimizer == "muon") opts.lr = 0.02;
+    if (init_from->count() > 0 && config->count() == 0) opts.config.clear();  // the file's model
     run_train(std::move(opts));
   });
 }

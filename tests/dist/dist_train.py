@@ -15,10 +15,14 @@ Scenarios:
     freeze   --freeze wte at -np 2: the embedding is bitwise unchanged and holds no optimizer state;
              the optimizer's parameters and groups are those of the unfrozen run; the checkpoint
              tests of frozen and left-out parameters pass under mpirun
-    bad      a global batch not divisible by N, ranks given different options, ranks reading
-             different corpora: one error, printed once, and every rank exits nonzero
+    bad      a global batch not divisible by N, ranks given different options (a default compared
+             as the value it stands for), ranks reading different corpora: one error, printed
+             once, and every rank exits nonzero
     kill     rank 1 killed mid-run, then rank 0 killed while it checkpoints every step: the job
              ends within 30 s naming the rank, and every checkpoint file is whole
+    stuck    rank 1 stopped (SIGSTOP) mid-run under --dist-timeout 5, then rank 0: every process of
+             the job, the stopped one included, is gone within the timeout plus 10 s, and stderr
+             has one line naming the stopped rank, the step and --dist-timeout
 
 Skips (exit 77, which ctest shows as skipped) when mpirun is not installed or lathe was built
 without MPI. Only the standard library: safetensors files are read by hand.
@@ -252,11 +256,24 @@ def scenario_bad(lathe, tmp, data):
     cmd = [MPIRUN, *MPI_FLAGS, "-np", "1", *base, "--lr", "1e-3", ":", "-np", "1", *base, "--lr", "2e-3"]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
     lines = [l for l in p.stdout.splitlines() if l.startswith("lathe:")]
-    if p.returncode == 0 or len(lines) != 1 or "option lr" not in lines[0] or "rank 1" not in lines[0]:
+    if p.returncode == 0 or len(lines) != 1 or "--lr is" not in lines[0] or "rank 1" not in lines[0]:
         fail("ranks with different --lr: want one error naming lr and rank 1, got exit %d:\n%s" % (p.returncode, p.stdout))
     print("different --lr per rank: " + lines[0])
     if glob.glob(os.path.join(out, "ckpt-*")):
         fail("a refused run wrote checkpoints")
+    # A default is compared as the value it stands for: the preset's batch (tiny: 8), not 0.
+    cmd = [MPIRUN, *MPI_FLAGS, "-np", "1", *base, "--batch", "4", ":", "-np", "1", *base]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    lines = [l for l in p.stdout.splitlines() if l.startswith("lathe:")]
+    if p.returncode == 0 or len(lines) != 1 or "--batch is 4 on rank 0 but 8 on rank 1" not in lines[0]:
+        fail("--batch 4 on rank 0 only: want one error naming both batches, got exit %d:\n%s" % (p.returncode, p.stdout))
+    print("--batch 4 on rank 0 only: " + lines[0])
+    cmd = [MPIRUN, *MPI_FLAGS, "-np", "1", *base, "--batch", "8", ":", "-np", "1", *base]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    if p.returncode != 0:
+        fail("--batch 8 on rank 0 and the preset's 8 on rank 1 are the same run, but it exited %d:\n%s" %
+             (p.returncode, p.stdout))
+    print("--batch 8 on rank 0 beside the preset's 8 on rank 1: the same run, trained")
     # The same --data name, other bytes: each rank starts in its own directory with its own corpus.
     for rank, text in enumerate(("one corpus, " * 400, "another corpus! " * 300)):
         os.makedirs(os.path.join(tmp, "wd%d" % rank))
@@ -334,11 +351,71 @@ def kill_rank(lathe, tmp, data, rank, ckpt_interval, wait_for):
            "; left by an interrupted save: %s" % others if others else ""))
 
 
+def scenario_stuck(lathe, tmp, data):
+    # Rank 1 stopped: rank 0 names it. Rank 0 stopped: rank 1, the lowest rank still waiting, names it.
+    for rank in (1, 0):
+        stop_rank(lathe, tmp, data, rank, timeout=5)
+
+
+def stop_rank(lathe, tmp, data, rank, timeout):
+    out = os.path.join(tmp, "stuck-run%d" % rank)
+    cmd = [MPIRUN, *MPI_FLAGS, "-np", "2", lathe, "train", "--config", "tiny", "--data", data, "--threads", "1",
+           "--steps", "100000", "--eval-interval", "0", "--sample-tokens", "0", "--dist-timeout", str(timeout),
+           "--out", out]
+    job = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    metrics = os.path.join(out, "metrics.jsonl")
+    deadline = time.time() + 120
+    while time.time() < deadline and job.poll() is None:  # training has started: steps are logged
+        if os.path.exists(metrics) and os.path.getsize(metrics) > 0:
+            break
+        time.sleep(0.05)
+    pids = {r: rank_pid(r, job.pid, os.path.basename(out)) for r in (0, 1)}
+    if None in pids.values() or job.poll() is not None:
+        job.kill()
+        fail("could not find the ranks of the running job:\n%s" % (job.communicate()[0] or ""))
+    os.kill(pids[rank], signal.SIGSTOP)
+    stopped = time.time()
+    try:
+        _, err = job.communicate(timeout=timeout + 10)
+    except subprocess.TimeoutExpired:
+        for pid in pids.values():
+            os.kill(pid, signal.SIGKILL)
+        job.kill()
+        fail("the job went on for %d s after rank %d was stopped (--dist-timeout %d)" % (timeout + 10, rank, timeout))
+    took = time.time() - stopped
+    while time.time() < stopped + timeout + 10 and any(alive(p) for p in pids.values()):
+        time.sleep(0.05)
+    left = [r for r, p in pids.items() if alive(p)]
+    if left:
+        for r in left:
+            os.kill(pids[r], signal.SIGKILL)
+        fail("mpirun ended but rank(s) %s of the job are still alive %.0f s after rank %d was stopped" %
+             (left, time.time() - stopped, rank))
+    if job.returncode == 0:
+        fail("the job exited 0 after rank %d was stopped" % rank)
+    lines = [l for l in err.splitlines() if l.startswith("lathe:")]
+    if (len(lines) != 1 or not re.search(r"\brank %d of 2 did not arrive" % rank, lines[0]) or
+            not re.search(r"\bstep \d+", lines[0]) or "--dist-timeout" not in lines[0]):
+        fail("rank %d stopped: want one line naming rank %d, the step and --dist-timeout, got exit %d:\n%s" %
+             (rank, rank, job.returncode, err))
+    print("rank %d stopped: every process gone in %.1f s (exit %d), saying \"%s\"" % (rank, took, job.returncode,
+                                                                                    lines[0]))
+
+
+def alive(pid):
+    """Whether process `pid` exists and is not a zombie."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lathe", required=True)
     ap.add_argument("--lathe-tests")
-    ap.add_argument("scenario", choices=["losses", "resume", "freeze", "bad", "kill"])
+    ap.add_argument("scenario", choices=["losses", "resume", "freeze", "bad", "kill", "stuck"])
     a = ap.parse_args()
     if not MPIRUN:
         print("SKIP: mpirun is not installed (tools/deps.sh installs openmpi-bin and libopenmpi-dev)")
@@ -358,8 +435,10 @@ def main():
             scenario_freeze(a.lathe, a.lathe_tests, tmp, data)
         elif a.scenario == "bad":
             scenario_bad(a.lathe, tmp, data)
-        else:
+        elif a.scenario == "kill":
             scenario_kill(a.lathe, tmp, data)
+        else:
+            scenario_stuck(a.lathe, tmp, data)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

@@ -13,6 +13,8 @@ as float32 can hold them. Cases:
   gpt_tiny    bias=True, idx/targets i64, lm_head.weight present (so grad.lm_head.weight expected)
   gpt_nobias  bias=False (no Linear biases and, as nanoGPT, no LayerNorm biases), i32 ids,
               T == block_size, lm_head.weight absent
+  gpt_ignore  targets of -1, which the loss ignores (nanoGPT's ignore_index): about a quarter of
+              them scattered, and one row of the batch all -1; the loss is the mean over the rest
 The safetensors package is not installed here; a minimal writer follows the public format.
 """
 import importlib.util, json, os, struct
@@ -47,7 +49,7 @@ def save_file(tensors, path, metadata=None):
         f.write(struct.pack("<Q", len(text)) + text + b"".join(chunks))
 
 
-def make_case(ref, name, V, block, L, H, C, bias, B, T, id_dtype, with_lm_head, seed):
+def make_case(ref, name, V, block, L, H, C, bias, B, T, id_dtype, with_lm_head, seed, ignore=False):
     torch.manual_seed(seed)
     model = ref.GPT(V, block, L, H, C, bias=bias)
     with torch.no_grad():
@@ -59,6 +61,9 @@ def make_case(ref, name, V, block, L, H, C, bias, B, T, id_dtype, with_lm_head, 
                     mod.bias = None  # nanoGPT's LayerNorm(bias=False), dropped after the draws (see the reference)
     idx = torch.randint(0, V, (B, T))
     targets = torch.randint(0, V, (B, T))
+    if ignore:
+        targets[torch.rand(B, T) < 0.25] = -1
+        targets[1] = -1
 
     config = {"vocab_size": V, "block_size": block, "n_layer": L, "n_head": H, "n_embd": C, "bias": bias}
     case = {n: p.detach().float().clone() for n, p in model.state_dict().items()}
@@ -87,6 +92,8 @@ def main():
               id_dtype=torch.int64, with_lm_head=True, seed=1234)
     make_case(ref, "gpt_nobias", V=48, block=8, L=2, H=4, C=16, bias=False, B=3, T=8,
               id_dtype=torch.int32, with_lm_head=False, seed=4321)
+    make_case(ref, "gpt_ignore", V=64, block=16, L=2, H=2, C=32, bias=True, B=3, T=8,
+              id_dtype=torch.int64, with_lm_head=False, seed=2468, ignore=True)
 
 
 if __name__ == "__main__":

@@ -104,6 +104,22 @@ def adam_case(case, optimizer, weight_decay):
 adam_case("adam_update", torch.optim.Adam, 0.01)
 adam_case("adamw_update", torch.optim.AdamW, 0.1)
 
+# ---- causal attention: softmax(q k^T / sqrt(hs) + causal mask) v, composed (torch 1.13 has no
+# scaled_dot_product_attention); a sweep of B, H, T, hs, and queries after a KV cache's keys
+# (k and v longer than q: query i at position Tk - Tq + i) ----
+def causal_attention(q, k, v):
+    Tq, Tk = q.shape[-2], k.shape[-2]
+    future = torch.arange(Tk)[None, :] > torch.arange(Tk - Tq, Tk)[:, None]
+    scores = (q @ k.transpose(-2, -1)) / q.shape[-1] ** 0.5
+    return F.softmax(scores.masked_fill(future, float("-inf")), dim=-1) @ v
+
+
+for B, H, Tq, Tk, hs in [(1, 1, 1, 1, 8), (2, 3, 5, 5, 4), (1, 2, 70, 70, 8), (2, 1, 20, 20, 32), (1, 2, 3, 9, 8),
+                         (2, 2, 1, 13, 16)]:
+    run(f"causal_attention_b{B}h{H}q{Tq}k{Tk}d{hs}", causal_attention,
+        {"q": r(B, H, Tq, hs), "k": r(B, H, Tk, hs), "v": r(B, H, Tk, hs)})
+
+
 # ---- the fused classifier (lathe's fused_cross_entropy: the loss and its gradient in one pass) is
 # the mean cross-entropy; rows longer than 16 and not a multiple of it, ignored rows ----
 run("fused_cross_entropy", lambda logits, targets: F.cross_entropy(logits, targets),

@@ -47,14 +47,14 @@ def has_grad(t, i):
     return (t + 2 * i) % 7 != 3
 
 
-def make_inputs(seed, zero_param=None):
+def make_inputs(seed, zero_param=None, shapes=SHAPES):
     g = torch.Generator().manual_seed(seed)
-    params = [0.02 * torch.randn(s, generator=g) for s in SHAPES]
+    params = [0.02 * torch.randn(s, generator=g) for s in shapes]
     if zero_param is not None:
         params[zero_param].zero_()
     grads = {}
     for t in range(STEPS):
-        for i, s in enumerate(SHAPES):
+        for i, s in enumerate(shapes):
             if has_grad(t, i):
                 grads[(t, i)] = 0.1 * torch.randn(s, generator=g) + 0.01 * (i + 1)
     return params, grads
@@ -208,10 +208,49 @@ def train_param_groups_case():
     print("train_param_groups losses", losses)
 
 
+def train_ignore_case():
+    """Kind "train" with targets of -1, which the loss ignores (nanoGPT's ignore_index): step 0 has
+    about a quarter of them scattered, step 1 one row all -1 beside rows with some, step 2 every
+    target -1, whose loss is NaN (0 / 0) and whose gradients are zero, as in PyTorch: AdamW then
+    only decays the weights and its moments."""
+    ref = reference_model_module()
+    V, block, L, H, C, B, T, steps = 64, 16, 2, 2, 32, 3, 8, 3
+    torch.manual_seed(79)
+    model = ref.GPT(V, block, L, H, C, bias=True)
+    case = {n: p.detach().float().clone() for n, p in model.state_dict().items()}
+    for t in range(steps):
+        case[f"idx.{t}"] = torch.randint(0, V, (B, T))
+        targets = torch.randint(0, V, (B, T))
+        targets[torch.rand(B, T) < 0.25] = -1
+        if t == 1:
+            targets[0] = -1
+        if t == 2:
+            targets[:] = -1
+        case[f"targets.{t}"] = targets
+    opt_spec = {"name": "adamw", "lr": 3e-3, "weight_decay": 0.1, "betas": [0.9, 0.95]}
+    spec = {"kind": "train", "config": {"vocab_size": V, "block_size": block, "n_layer": L, "n_head": H,
+                                        "n_embd": C, "bias": True},
+            "steps": steps, "grad_clip": 1.0, "optimizer": opt_spec}
+    save_file(case, os.path.join(HERE, "train_ignore.case.safetensors"), {"case": json.dumps(spec)})
+
+    model = model.double()
+    params = {n: p for n, p in model.named_parameters()}
+    decay = [p for p in params.values() if p.dim() >= 2]
+    nodecay = [p for p in params.values() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": nodecay, "weight_decay": 0.0}],
+                            lr=3e-3, betas=(0.9, 0.95), foreach=False)
+    losses = nanogpt_steps(model, opt, case, steps)
+    expected = {n: p.detach().float() for n, p in model.state_dict().items()}
+    expected["losses"] = torch.tensor(losses, dtype=torch.float32)
+    save_file(expected, os.path.join(HERE, "train_ignore.expected.safetensors"))
+    print("train_ignore losses", losses)
+
+
 def main():
     torch.set_num_threads(1)
     train_case()
     train_param_groups_case()
+    train_ignore_case()
     torch_case("sgd", "sgd", torch.optim.SGD, [
         {"params": [0, 3], "lr": 0.1, "momentum": 0.9, "dampening": 0.1, "weight_decay": 0.01},
         {"params": [1, 4], "lr": 0.05, "momentum": 0.8, "nesterov": True, "maximize": True},

@@ -40,7 +40,9 @@ void check_same_run(Communicator& comm, const nlohmann::json& options, const std
     for (const auto& [key, value] : first["options"].items()) {
       const auto it = other["options"].find(key);
       if (it == other["options"].end() || *it != value) {
-        what = "option " + key + " is " + value.dump() + " on rank 0 but " +
+        std::string flag = "--" + key;  // the JSON key of the flag: --min-lr is min_lr
+        std::replace(flag.begin(), flag.end(), '_', '-');
+        what = flag + " is " + value.dump() + " on rank 0 but " +
                (it == other["options"].end() ? std::string("absent") : it->dump()) + " on rank " + std::to_string(r);
         break;
       }

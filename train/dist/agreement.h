@@ -32,8 +32,10 @@ void on_every_rank(Communicator& comm, const std::function<void()>& fn,
                    const std::function<int(const std::exception&)>& exit_code_of = {});
 
 // Every rank throws a CollectiveError (exit code 2) when the ranks were given different options or
-// read different data; the message names the first option that differs (with both values) or the
-// data, and the ranks. `options`: the run's options as JSON; `data`: data_fingerprint's line.
+// read different data; the message names the first option that differs by its flag (with both
+// values) or the data, and the ranks. `options`: the run's options as JSON, keyed as TrainOptions'
+// JSON (train::Trainer::applied_options: defaults resolved, so the values are the ones trained
+// with); `data`: data_fingerprint's line.
 void check_same_run(Communicator& comm, const nlohmann::json& options, const std::string& data);
 
 // What a rank's training data is, in one line: a byte corpus by the checksum of all its bytes (and

@@ -1,5 +1,6 @@
 #include "train/dist/communicator.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -22,6 +23,12 @@ int announced_world_size() {
   return 0;
 }
 }  // namespace
+
+void Communicator::set_timeout(double seconds) {
+  LATHE_CHECK(std::isfinite(seconds) && seconds > 0, "the collectives' timeout must be a positive number of seconds, got ",
+              seconds);
+  timeout_ = seconds;
+}
 
 std::unique_ptr<PendingCollective> SingleProcessCommunicator::start_all_reduce_sum(float*, size_t) {
   return std::make_unique<Done>();

@@ -7,15 +7,27 @@
 // Every collective must be called by every rank, in the same order; a rank that cannot go on
 // throws, and the caller either agrees on the error with the others first (train/dist/agreement.h)
 // or aborts the whole run (abort()), so that no rank waits forever on one that left.
+//
+// A rank that does not leave but stops answering (stopped with SIGSTOP, hung in a driver, lost in
+// a loop) would still hold every other rank in its next collective forever. So a collective waits
+// at most timeout() seconds: then the job ends, every process of it, with one message naming the
+// rank or ranks that did not arrive, the collective and what the run was doing (activity()), as
+// PyTorch's process-group watchdog does (MpiCommunicator explains how the rank is found).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace lathe::dist {
+
+// How long a collective waits for the other ranks by default (`lathe train --dist-timeout`): long
+// enough for rank 0 to write a checkpoint of GPT-2 while the others wait, short enough that a
+// stuck job does not hold its machines for long.
+inline constexpr double kDefaultTimeoutSeconds = 300;
 
 // A collective started without waiting (an all-reduce overlapping the backward pass).
 class PendingCollective {
@@ -52,6 +64,18 @@ class Communicator {
   virtual void barrier() = 0;
   // Ends every process of the run with `exit_code`, now (a rank that failed alone).
   [[noreturn]] virtual void abort(int exit_code) = 0;
+
+  // Seconds a collective may wait for the other ranks before the job ends (positive, finite).
+  void set_timeout(double seconds);
+  double timeout() const { return timeout_; }
+  // What the run is doing now, for the message of a collective that timed out ("step 12", "the
+  // checkpoint at step 100"); it reads after "during".
+  void set_activity(std::string what) { activity_ = std::move(what); }
+  const std::string& activity() const { return activity_; }
+
+ private:
+  double timeout_ = kDefaultTimeoutSeconds;
+  std::string activity_ = "the start of the run";
 };
 
 // A process started alone: rank 0 of 1, every collective a no-op.

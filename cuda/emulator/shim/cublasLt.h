@@ -1,5 +1,5 @@
 #pragma once
-// Emulator stand-in for cuBLASLt (see cuda/emulator/run.sh): the part of its matmul API that the
+// Emulator stand-in for cuBLASLt (README.md here): the part of its matmul API that the
 // linear layers use (cuda/backend_matmul.cpp), computed naively in double from the documented
 // contract, so that lathe's mapping of its row-major operands, epilogues and leading dimensions is
 // checked without a GPU. Column-major D [m, n] = op(A) op(B); then the epilogue: BIAS adds bias[i]

@@ -1,9 +1,37 @@
+// Emulator stand-in for the toolkit's cuda_bf16.h (cuda/emulator/README.md): bf16 with the same
+// round-to-nearest-even, and the conversions kernels use.
 #pragma once
-// Emulator stand-in (see cuda/emulator/run.sh): bf16 with the same round-to-nearest-even.
-#include "emu_core.h"
-struct __nv_bfloat16 {
-  uint16_t x;
-  __nv_bfloat16() = default;
-};
-inline float __bfloat162float(__nv_bfloat16 v) { return float(Eigen::numext::bit_cast<Eigen::bfloat16>(v.x)); }
-inline __nv_bfloat16 __float2bfloat16_rn(float f) { __nv_bfloat16 r; r.x = Eigen::numext::bit_cast<uint16_t>(Eigen::bfloat16(f)); return r; }
+
+#include "emu_half.h"
+
+using __nv_bfloat16 = emu::Float16<Eigen::bfloat16>;
+using __nv_bfloat162 = emu::Pair16<__nv_bfloat16>;
+
+inline float __bfloat162float(__nv_bfloat16 v) { return float(v); }
+inline __nv_bfloat16 __float2bfloat16(float f) { return __nv_bfloat16(f); }
+inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __nv_bfloat16(f); }
+inline __nv_bfloat16 __double2bfloat16(double d) { return __nv_bfloat16(float(d)); }
+inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 v) { return v.__x; }
+inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short b) { return __nv_bfloat16::from_bits(b); }
+inline short __bfloat16_as_short(__nv_bfloat16 v) { return short(v.__x); }
+inline __nv_bfloat16 __short_as_bfloat16(short b) { return __nv_bfloat16::from_bits((unsigned short)b); }
+
+inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) { return {__nv_bfloat16(a), __nv_bfloat16(b)}; }
+inline __nv_bfloat162 __float2bfloat162_rn(float a) { return {__nv_bfloat16(a), __nv_bfloat16(a)}; }
+inline __nv_bfloat162 __float22bfloat162_rn(float2 f) { return {__nv_bfloat16(f.x), __nv_bfloat16(f.y)}; }
+inline float2 __bfloat1622float2(__nv_bfloat162 v) { return {float(v.x), float(v.y)}; }
+inline float __low2float(__nv_bfloat162 v) { return float(v.x); }
+inline float __high2float(__nv_bfloat162 v) { return float(v.y); }
+inline __nv_bfloat162 __halves2bfloat162(__nv_bfloat16 a, __nv_bfloat16 b) { return {a, b}; }
+inline __nv_bfloat16 __low2bfloat16(__nv_bfloat162 v) { return v.x; }
+inline __nv_bfloat16 __high2bfloat16(__nv_bfloat162 v) { return v.y; }
+
+inline __nv_bfloat16 __hadd(__nv_bfloat16 a, __nv_bfloat16 b) { return a + b; }
+inline __nv_bfloat16 __hsub(__nv_bfloat16 a, __nv_bfloat16 b) { return a - b; }
+inline __nv_bfloat16 __hmul(__nv_bfloat16 a, __nv_bfloat16 b) { return a * b; }
+inline __nv_bfloat16 __hdiv(__nv_bfloat16 a, __nv_bfloat16 b) { return a / b; }
+inline __nv_bfloat16 __hfma(__nv_bfloat16 a, __nv_bfloat16 b, __nv_bfloat16 c) {
+  return __nv_bfloat16(std::fma(float(a), float(b), float(c)));
+}
+inline __nv_bfloat16 __hmax(__nv_bfloat16 a, __nv_bfloat16 b) { return __nv_bfloat16(std::fmax(float(a), float(b))); }
+inline __nv_bfloat16 __hmin(__nv_bfloat16 a, __nv_bfloat16 b) { return __nv_bfloat16(std::fmin(float(a), float(b))); }

@@ -1,3 +1,3 @@
 #pragma once
-// Emulator stand-in (see cuda/emulator/run.sh).
+// Emulator stand-in (see cuda/emulator/README.md).
 #include "cuda_runtime_api.h"

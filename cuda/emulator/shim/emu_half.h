@@ -1,0 +1,49 @@
+// The emulator's 16-bit float types (cuda/emulator/README.md): __nv_bfloat16 and __half as
+// cuda_bf16.h and cuda_fp16.h declare them (the bits in __x), converted to and from f32 with
+// round-to-nearest-even by Eigen's bfloat16 and half, which lathe's CPU backend uses too.
+// Arithmetic on them goes through f32 and rounds once, as the toolkit's operators do.
+#pragma once
+
+#include "emu_core.h"
+
+namespace emu {
+
+template <class Eigen16>
+struct Float16 {
+  unsigned short __x;
+  Float16() = default;
+  Float16(float f) : __x(Eigen::numext::bit_cast<unsigned short>(Eigen16(f))) {}
+  Float16(double d) : Float16(float(d)) {}
+  template <class I>
+    requires std::is_integral_v<I>
+  Float16(I v) : Float16(float(v)) {}
+  operator float() const { return float(Eigen::numext::bit_cast<Eigen16>(__x)); }
+  static Float16 from_bits(unsigned short b) {
+    Float16 r;
+    r.__x = b;
+    return r;
+  }
+  Float16& operator+=(Float16 o) { return *this = Float16(float(*this) + float(o)); }
+  Float16& operator-=(Float16 o) { return *this = Float16(float(*this) - float(o)); }
+  Float16& operator*=(Float16 o) { return *this = Float16(float(*this) * float(o)); }
+  Float16& operator/=(Float16 o) { return *this = Float16(float(*this) / float(o)); }
+  friend Float16 operator+(Float16 a, Float16 b) { return Float16(float(a) + float(b)); }
+  friend Float16 operator-(Float16 a, Float16 b) { return Float16(float(a) - float(b)); }
+  friend Float16 operator*(Float16 a, Float16 b) { return Float16(float(a) * float(b)); }
+  friend Float16 operator/(Float16 a, Float16 b) { return Float16(float(a) / float(b)); }
+  friend Float16 operator-(Float16 a) { return from_bits(static_cast<unsigned short>(a.__x ^ 0x8000u)); }
+  friend bool operator==(Float16 a, Float16 b) { return float(a) == float(b); }
+  friend bool operator!=(Float16 a, Float16 b) { return float(a) != float(b); }
+  friend bool operator<(Float16 a, Float16 b) { return float(a) < float(b); }
+  friend bool operator<=(Float16 a, Float16 b) { return float(a) <= float(b); }
+  friend bool operator>(Float16 a, Float16 b) { return float(a) > float(b); }
+  friend bool operator>=(Float16 a, Float16 b) { return float(a) >= float(b); }
+};
+
+// A pair, as __nv_bfloat162 and __half2 hold two values in 32 bits.
+template <class T>
+struct alignas(4) Pair16 {
+  T x, y;
+};
+
+}  // namespace emu

@@ -1,0 +1,71 @@
+// lathe convert IN OUT [--to lathe|hf|llmc] [--bf16] [--tokenizer TOK]: a GPT's weights from one
+// format to another (train/convert_weights.h does the work).
+#include <cstdio>
+
+#include "examples/cli/commands.h"
+#include "train/convert_weights.h"
+
+namespace lathe::cli {
+
+namespace {
+
+struct ConvertArgs {
+  std::string in, out;
+  std::string to = "lathe";
+  bool bf16 = false;
+  std::string tokenizer;
+};
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+void run_convert(const ConvertArgs& a, bool to_given) {
+  train::ConvertOptions o;
+  if (a.to == "lathe") o.to = train::WeightsFormat::lathe;
+  else if (a.to == "hf") o.to = train::WeightsFormat::hf;
+  else if (a.to == "llmc") o.to = train::WeightsFormat::llmc;
+  else throw UsageError("--to must be lathe, hf or llmc, got \"" + a.to + "\"");
+  if (a.bf16 && o.to != train::WeightsFormat::llmc) throw UsageError("--bf16 writes llm.c's version 5; it needs --to llmc");
+  if (!a.tokenizer.empty() && o.to != train::WeightsFormat::lathe)
+    throw UsageError("--tokenizer is recorded in lathe's weights file only; it needs --to lathe");
+  if (a.out.empty()) throw UsageError("OUT must name a file or directory, got an empty string");
+  // A lathe weights file named like llm.c's would be read back as llm.c's.
+  if (!to_given && ends_with(a.out, ".bin"))
+    throw UsageError("OUT " + a.out + " ends in .bin, the name of llm.c's model files: give --to llmc, or name lathe's "
+                     "weights file otherwise (e.g. .safetensors)");
+  o.bf16 = a.bf16;
+  o.tokenizer = a.tokenizer;
+  const train::ConvertSummary s = train::convert_weights(a.in, a.out, o);
+  const nn::GPTConfig& c = s.config;
+  std::printf("%s (%s) -> %s (%s%s): vocab_size %lld, block_size %lld, n_layer %lld, n_head %lld, n_embd %lld, "
+              "%lld parameters\n",
+              a.in.c_str(), train::weights_format_name(s.from), a.out.c_str(), a.to.c_str(),
+              a.bf16 ? ", bf16" : "", (long long)c.vocab_size, (long long)c.block_size, (long long)c.n_layer,
+              (long long)c.n_head, (long long)c.n_embd, (long long)s.params);
+}
+
+}  // namespace
+
+void add_convert_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("convert", "Convert a GPT's weights between lathe's, Hugging Face's and llm.c's formats");
+  cmd->footer(
+      "IN: a weights file or checkpoint of lathe train, a Hugging Face GPT-2 directory (config.json and\n"
+      "model.safetensors) or an llm.c model file (.bin). OUT is written atomically. Examples:\n"
+      "  lathe convert gpt2/ gpt2.safetensors --tokenizer gpt2   (then lathe sample --checkpoint gpt2.safetensors)\n"
+      "  lathe convert runs/tiny/model.safetensors tiny-hf --to hf\n"
+      "  lathe convert gpt2_124M.bin gpt2_124M_bf16.bin --to llmc --bf16");
+  auto a = std::make_shared<ConvertArgs>();
+  cmd->add_option("IN", a->in, "the weights to read")->required()->check(reachable_path());
+  cmd->add_option("OUT", a->out, "the file (lathe, llmc) or directory (hf) to write")->required();
+  auto* to = cmd->add_option("--to", a->to, "lathe (lathe train's weights file), hf (a Hugging Face GPT-2 directory) or "
+                                            "llmc (llm.c's model file)")
+                 ->capture_default_str();
+  cmd->add_flag("--bf16", a->bf16, "llmc: bf16 weights (llm.c's version 5) instead of f32 (version 3)");
+  cmd->add_option("--tokenizer", a->tokenizer,
+                  "lathe: record this tokenizer (bytes, gpt2, a vocab.bpe or a `lathe tokenizer train` file) for "
+                  "lathe sample; by default what IN records");
+  cmd->callback([a, to] { run_convert(*a, to->count() > 0); });
+}
+
+}  // namespace lathe::cli

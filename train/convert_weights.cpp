@@ -1,0 +1,48 @@
+#include "train/convert_weights.h"
+
+#include "data/bpe_tokenizer.h"
+#include "data/byte_tokenizer.h"
+#include "serialize/hf_gpt2.h"
+#include "serialize/llmc.h"
+
+namespace lathe::train {
+
+ConvertSummary convert_weights(const std::string& in, const std::string& out, const ConvertOptions& o) {
+  LATHE_CHECK(o.to != WeightsFormat::checkpoint, "convert: a training checkpoint holds a run, not weights alone; "
+              "write lathe, hf or llmc");
+  LATHE_CHECK(!o.bf16 || o.to == WeightsFormat::llmc, "convert: bf16 is llm.c's version 5; it needs --to llmc");
+  LATHE_CHECK(o.tokenizer.empty() || o.to == WeightsFormat::lathe,
+              "convert: only lathe's weights file records a tokenizer; --tokenizer needs --to lathe");
+  LoadedModel loaded = load_weights(in, Device::cpu());
+  const nn::GPT& model = *loaded.model;
+  ConvertSummary summary{loaded.format, model.config(), model.num_params()};
+  switch (o.to) {
+    case WeightsFormat::hf:
+      serialize::write_hf_gpt2(out, model.config(), model.state_dict());
+      break;
+    case WeightsFormat::llmc:
+      serialize::write_llmc(out, model.config(), model.state_dict(), o.bf16 ? DType::bf16 : DType::f32);
+      break;
+    case WeightsFormat::lathe:
+    case WeightsFormat::checkpoint: {
+      serialize::Metadata meta;
+      const auto recorded = loaded.metadata.find("tokenizer");
+      if (!o.tokenizer.empty()) {
+        const data::BpeTokenizer tok = data::load_tokenizer(o.tokenizer);
+        const int64_t ids =
+            tok.identity().kind == "bytes" ? data::ByteTokenizer::kVocabSize : int64_t(tok.vocab_size());
+        LATHE_CHECK(model.config().vocab_size >= ids, in, ": vocab_size ", model.config().vocab_size,
+                    " is smaller than the ", ids, " ids of --tokenizer ", tok.identity().describe());
+        meta["tokenizer"] = tok.identity().kind == "bytes" ? std::string("bytes") : tok.identity().to_json().dump();
+      } else if (recorded != loaded.metadata.end()) {
+        meta["tokenizer"] = recorded->second;
+      }
+      meta["converted_from"] = nlohmann::json{{"format", weights_format_name(loaded.format)}, {"path", in}}.dump();
+      save_weights(out, model, meta);
+      break;
+    }
+  }
+  return summary;
+}
+
+}  // namespace lathe::train

@@ -1,0 +1,37 @@
+// lathe convert: a GPT's weights from one format to another. IN is anything load_weights reads (a
+// weights file or checkpoint of lathe train, a Hugging Face GPT-2 directory, an llm.c model file);
+// OUT is written as
+//   lathe   the weights file of train/weights_file.h (what `lathe sample` and `--init-from` read)
+//   hf      a Hugging Face GPT-2 directory (serialize/hf_gpt2.h)
+//   llmc    llm.c's model file, version 3 (f32) or, with bf16, 5 (serialize/llmc.h)
+// The weights go through lathe's GPT, so whatever IN holds is checked as a model before anything
+// is written, and OUT is written atomically: an error leaves it as it was.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "nn/gpt.h"
+#include "train/weights_file.h"
+
+namespace lathe::train {
+
+struct ConvertOptions {
+  WeightsFormat to = WeightsFormat::lathe;  // lathe, hf or llmc
+  bool bf16 = false;                        // llmc: version 5
+  // lathe: the tokenizer to record (a TOK of data/bpe_tokenizer.h); "" keeps what IN records.
+  std::string tokenizer;
+};
+
+struct ConvertSummary {
+  WeightsFormat from = WeightsFormat::lathe;
+  nn::GPTConfig config;
+  int64_t params = 0;  // distinct parameters (the tied head once)
+};
+
+// Throws lathe::Error naming the file, field or tensor at fault; options that do not fit the
+// output format (bf16 without llmc, a tokenizer without lathe, a checkpoint as the output format)
+// are errors too.
+ConvertSummary convert_weights(const std::string& in, const std::string& out, const ConvertOptions& options);
+
+}  // namespace lathe::train
