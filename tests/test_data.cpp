@@ -1,4 +1,4 @@
-// Training data: the byte tokenizer, the corpus (read with pread), the train/val split and the random
+// Training data: the byte tokenizer, the corpus (read with pread), the train / validation split and the random
 // windows that depend only on the generator's state.
 #include <doctest/doctest.h>
 #include <sys/wait.h>

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -180,6 +181,79 @@ TEST_CASE("dist: --zero 1 in one process trains bitwise as --zero 0, and its che
   train::Trainer resumed = train::Trainer::resume(zero.out, more, {"steps", "zero"});
   CHECK(!resumed.state().optimizer->sharded());
   CHECK(resumed.state().optimizer->state(0, "exp_avg").defined());
+}
+
+namespace {
+// Bytes of the buffers the optimizer's state tensors hold, each buffer once (a view counts its
+// whole buffer): what the process really keeps, whatever the sharding plan says. Per-parameter
+// state (the part ZeRO-1 shards) apart from group and global state (which every process keeps).
+std::pair<size_t, size_t> state_storage_bytes(const optim::Optimizer& opt) {
+  std::set<const void*> seen;
+  size_t param = 0, other = 0;
+  for (const optim::StateEntry& e : opt.state_entries())
+    if (seen.insert(e.tensor.storage().get()).second)
+      (e.scope == optim::StateScope::param ? param : other) += e.tensor.storage()->nbytes();
+  return {param, other};
+}
+
+struct StateHeld {
+  size_t param = 0;      // state_storage_bytes after the first update: per-parameter state
+  size_t other = 0;      // and group and global state
+  size_t tensors = 0;    // state tensors
+  size_t allocated = 0;  // what the host allocator lent during the first update and still lends
+  size_t largest = 0;    // the state of the largest parameter (AdamW: two f32 tensors of its size)
+};
+
+// One data parallel step of a small GPT with AdamW (state created by its first update) over `comm`.
+StateHeld first_update_state(dist::Communicator& comm, bool zero) {
+  nn::GPTConfig cfg;
+  cfg.vocab_size = 64;
+  cfg.block_size = 8;
+  cfg.n_layer = 4;
+  cfg.n_head = 2;
+  cfg.n_embd = 32;
+  const Tensor idx = Tensor::from_vector(std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, {2, 8});
+  nn::GPT model(cfg, 5);
+  optim::AdamW opt(model.parameters());
+  dist::DataParallel dp(comm, opt, zero);
+  const Tensor loss = model.forward(idx, idx).loss;
+  dp.before_backward();
+  loss.backward();
+  dp.after_backward();
+  const size_t before = memory_stats(Device::cpu()).allocated;
+  opt.step();
+  const size_t after = memory_stats(Device::cpu()).allocated;
+  dp.after_update();
+  size_t largest = 0;
+  for (const Tensor& p : model.parameters()) largest = std::max(largest, size_t(p.numel()) * 2 * sizeof(float));
+  const auto [param, other] = state_storage_bytes(opt);
+  return {param, other, opt.state_entries().size(), after - before, largest};
+}
+}  // namespace
+
+// Run by tests/dist/dist_train.py under mpirun -np 2 (in one process N = 1 and it checks little).
+// A process owns whole parameters, so its share may be off 1/N by up to the largest parameter's
+// state.
+TEST_CASE("dist: ZeRO-1 leaves each process about 1/N of the optimizer state, measured in the buffers it holds") {
+  std::unique_ptr<dist::Communicator> comm = dist::make_communicator();
+  const auto n = size_t(comm->size());
+  const StateHeld whole = first_update_state(*comm, /*zero=*/false);
+  const StateHeld mine = first_update_state(*comm, /*zero=*/true);
+  // The allocator agrees with the walk: the update kept what the state holds, each tensor rounded
+  // up to the allocator's size class (core/storage.cpp: at most 1/8 more, or to 64 bytes).
+  for (const StateHeld& h : {whole, mine}) {
+    CHECK(h.allocated >= h.param + h.other);
+    CHECK(double(h.allocated) <= 1.125 * double(h.param + h.other) + 64.0 * double(h.tensors));
+  }
+  size_t sum = 0;
+  for (const std::string& s : comm->all_gather(std::to_string(mine.param))) sum += size_t(std::stoull(s));
+  MESSAGE("rank ", comm->rank(), " of ", n, ": per-parameter optimizer state ", mine.param, " bytes with ZeRO-1, ",
+          whole.param, " without (all ranks with ZeRO-1: ", sum, "); group and global state ", mine.other,
+          " bytes on each; the allocator lent ", mine.allocated, " and ", whole.allocated);
+  CHECK(sum == whole.param);  // every byte of per-parameter state is held once
+  CHECK(std::abs(double(mine.param) - double(whole.param) / double(n)) <= double(whole.largest));
+  CHECK(mine.other == whole.other);
+  if (n > 1) CHECK(mine.param < whole.param);
 }
 
 TEST_CASE("dist: --freeze keeps the matched parameters bitwise unchanged, without gradient or state") {

@@ -8,6 +8,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
 #include "train/thread_governor.h"
 
 using namespace lathe::train;
@@ -52,6 +57,43 @@ TEST_CASE("thread governor: a chosen count is kept as given") {
   ThreadGovernor by_env(0);
   CHECK_FALSE(by_env.governs());
   unsetenv("OMP_NUM_THREADS");
+  omp_set_num_threads(saved);
+}
+
+TEST_CASE("thread governor: the thread count is the free cores, rounded, from each pair of readings") {
+  const int saved = omp_get_max_threads();
+  const char* env = std::getenv("OMP_NUM_THREADS");
+  const std::string saved_env = env ? env : "";
+  unsetenv("OMP_NUM_THREADS");
+  omp_set_num_threads(4);  // the default count the governor starts from: four cores
+  // Readings of a 4-core machine, 400 ticks apart (100 per core): `others` ticks of them used by
+  // other processes, 50 by this one.
+  std::vector<CpuTimes> script;
+  CpuTimes t{.busy = 0, .total = 0, .self = 0, .cores = 4};
+  script.push_back(t);
+  for (int64_t others : {100, 200, 0, 150, 400, 251}) {
+    t.busy += others + 50;
+    t.self += 50;
+    t.total += 400;
+    script.push_back(t);
+  }
+  size_t next = 0;
+  ThreadGovernor governor(0, [&]() -> std::optional<CpuTimes> { return script.at(next++); });
+  REQUIRE(governor.governs());
+  // Before the first step: one core of four taken.
+  CHECK(omp_get_max_threads() == 3);
+  // Within a quarter second of the last reading nothing is read.
+  CHECK(governor.update() == 3);
+  CHECK(next == 2);
+  // Each later window: two cores taken, none, one and a half (a core at least half free is worth
+  // a thread: 2.5 free gives 3), all (one thread is always kept), 2.51 (1.49 free gives 1).
+  for (int expected : {2, 4, 3, 1, 1}) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(260));
+    CHECK(governor.update() == expected);
+    CHECK(omp_get_max_threads() == expected);
+  }
+  CHECK(next == script.size());
+  if (!saved_env.empty()) setenv("OMP_NUM_THREADS", saved_env.c_str(), 1);
   omp_set_num_threads(saved);
 }
 

@@ -6,6 +6,9 @@
 #   tools/bench_cpu.sh [CONFIG...]      default: tiny small nanogpt-cpu char
 # Steps per config: 30 (tiny, nanogpt-cpu), 10 (small), 5 (char); LATHE_BENCH_STEPS overrides.
 # LATHE_BENCH_ROUNDS=R runs every program R times, interleaved, and reports each one's best.
+# Target, per config: lathe's default at least 1.25x PyTorch's best tokens/s, with a peak RSS no
+# larger than that PyTorch run's; the script exits 1 when a config misses either (after printing
+# every figure).
 # PyTorch is Debian's python3-torch; `tools/deps.sh --torch` installs it together with OpenBLAS,
 # without which Debian's torch falls back to the reference BLAS and runs about 25x slower (a
 # comparison against that would flatter lathe).
@@ -61,5 +64,13 @@ for config in "${configs[@]}"; do
       "$(awk "BEGIN { print ${best[$t]} / ${best[$best_torch]} }")" "$best_torch"
     printf '\n'
   done
+  ratio=$(awk "BEGIN { printf \"%.2f\", ${best[lathe:default]} / ${best[$best_torch]} }")
+  if awk "BEGIN { exit !($ratio >= 1.25 && ${best_rss[lathe:default]} <= ${best_rss[$best_torch]}) }"; then
+    echo "$config: target met (lathe's default ${ratio}x $best_torch, at least 1.25x; peak RSS ${best_rss[lathe:default]} <= ${best_rss[$best_torch]} MiB)"
+  else
+    echo "$config: TARGET MISSED (lathe's default ${ratio}x $best_torch, target at least 1.25x; peak RSS ${best_rss[lathe:default]} against ${best_rss[$best_torch]} MiB, target no more)"
+    missed=1
+  fi
   unset best best_rss threads_used
 done
+exit "${missed:-0}"

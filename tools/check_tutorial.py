@@ -4,7 +4,7 @@
     tools/check_tutorial.py CHAPTER.md --program BINARY [--root ROOT]
     tools/check_tutorial.py CHAPTER.md --program BINARY --self-test
 
-A chapter (docs/tutorial/NN-*.md) marks every fenced code block with an HTML comment on the
+A chapter (docs/tutorial/<NN>-*.md) marks every fenced code block with an HTML comment on the
 line before it:
 
     <!-- code: examples/tutorial/ch01_tensors.cpp#views -->

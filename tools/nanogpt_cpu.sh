@@ -7,6 +7,8 @@
 #   tools/nanogpt_cpu.sh [CORPUS] [STEPS] [SEED]     default: Debian's fortunes, 2000, 1337
 #   ROUNDS=3 tools/nanogpt_cpu.sh                    each program three times, taking turns, the
 #                                                    fastest run of each kept (a noisy machine)
+# Target: lathe's whole run in at most half of PyTorch's wall time, and validation losses within
+# 0.03 nats of each other; the script exits 1 when either is missed (after printing the figures).
 # Both programs draw their initialisation and batches from SEED (each with its own generator, so
 # the same seed is not the same start; compare means over a few seeds).
 # PyTorch is Debian's python3-torch (tools/deps.sh --torch), at TORCH_THREADS threads (default 1:
@@ -24,20 +26,35 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 # One file holding the corpus's text, so that both programs read the same bytes (lathe skips the
-# binary .dat indexes of a fortunes directory; the PyTorch loop reads files as they are).
+# binary .dat indexes of a fortunes directory; the PyTorch loop reads files as they are). Each file
+# once: Debian's fortunes has `art.u8 -> art` links, and a file read twice would put the same text
+# on both sides of the train / validation split (the last 10%); the script refuses a corpus whose
+# files still share a text after that, and says how many links it skipped.
 if [[ -d "$corpus" ]]; then
   /usr/bin/python3 - "$corpus" "$tmp/corpus.txt" <<'EOF'
-import os, sys
+import hashlib, os, sys
 root, out = sys.argv[1], sys.argv[2]
 paths = sorted(os.path.join(d, f) for d, dirs, files in os.walk(root, followlinks=True) for f in files
                if not f.startswith("."))
+seen_files, seen_texts, links = set(), {}, 0
 with open(out, "wb") as o:
     for p in paths:
         if any(part.startswith(".") for part in os.path.relpath(p, root).split(os.sep)) or not os.path.isfile(p):
             continue
+        st = os.stat(p)
+        if (st.st_dev, st.st_ino) in seen_files:
+            links += 1
+            continue
+        seen_files.add((st.st_dev, st.st_ino))
         data = open(p, "rb").read()
-        if b"\0" not in data[:8192]:
-            o.write(data)
+        if b"\0" in data[:8192] or not data:
+            continue
+        digest = hashlib.sha256(data).digest()
+        if digest in seen_texts:
+            sys.exit(f"nanogpt_cpu: {p} holds the same text as {seen_texts[digest]}: it would be on both sides of the split")
+        seen_texts[digest] = p
+        o.write(data)
+print(f"corpus: {len(seen_texts)} files read once each ({links} links to a file already read skipped)")
 EOF
   corpus="$tmp/corpus.txt"
 fi
@@ -78,3 +95,9 @@ printf 'lathe:   %6.1f s (the whole run)                                     val
 printf 'PyTorch: %6.1f s (the whole run; its training loop alone %.1f s)     val_loss %.4f\n' "$torch_s" \
   "$torch_loop_s" "$torch_val"
 awk "BEGIN { printf \"lathe/PyTorch time %.2f, val_loss difference %+.4f\n\", $lathe_s / $torch_s, $lathe_val - $torch_val }"
+if awk "BEGIN { d = $lathe_val - $torch_val; exit !($lathe_s <= 0.5 * $torch_s && d <= 0.03 && d >= -0.03) }"; then
+  echo "target met: time at most 0.50 of PyTorch's, validation losses within 0.03"
+else
+  echo "TARGET MISSED: time at most 0.50 of PyTorch's and validation losses within 0.03"
+  exit 1
+fi

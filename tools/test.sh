@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds lathe and runs every test: the Release suite (with the CUDA backend compiled whenever the
 # toolkit is found; GPU tests skip visibly without a GPU, and run on the CPU through the CUDA
-# emulator as the ctest tests "emu:...", cuda/emulator/README.md), the same suite under AddressSanitizer
-# and UndefinedBehaviorSanitizer (CPU only), and the safetensors fuzzer for a bounded time.
+# emulator as the ctest tests "emu:...", cuda/emulator/README.md), lathe installed and built into
+# another project through find_package (tools/check_package.sh), the same suite under
+# AddressSanitizer and UndefinedBehaviorSanitizer (CPU only), and the safetensors fuzzer for a
+# bounded time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/deps.sh
@@ -17,6 +19,9 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j "$jobs"
 echo "== release tests"
 (cd build && ctest --output-on-failure -j "$jobs")
+
+echo "== the installed package, used by another project (tests/consumer/)"
+bash tools/check_package.sh build
 
 echo "== sanitizer build (address, undefined; CPU only)"
 # Built for AVX2 where the machine has it, not for the machine itself: f32 products then run lathe's

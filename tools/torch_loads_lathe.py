@@ -1,9 +1,9 @@
 """PyTorch loads what lathe writes: a weights file or a training checkpoint from `lathe train`, a
 Hugging Face GPT-2 directory or an llm.c model file from `lathe convert`, goes into the
 nanoGPT-style reference model of tools/torch_gpt_reference.py with a strict load_state_dict, and
-its logits match `lathe sample`'s model to f32 rounding.
+with --lathe, its logits match lathe's own for the same file.
 
-  /usr/bin/python3 tools/torch_loads_lathe.py [--expect LOGITS [--logits NAME]] PATH [PATH...]
+  /usr/bin/python3 tools/torch_loads_lathe.py [--lathe LATHE] [--expect LOGITS [--logits NAME]] PATH [PATH...]
 
 A Hugging Face directory is read from its config.json and model.safetensors (Conv1D weights
 transposed back to nn.Linear's layout); where transformers is importable it is also loaded with
@@ -12,14 +12,25 @@ is read from its header and tensors (version 3 f32, version 5 bf16), the padding
 dropped. --expect LOGITS (a safetensors file with "idx" and "logits", e.g.
 tests/golden/convert_logits.safetensors; --logits NAME picks another tensor of it) compares every
 model's logits for idx, computed in float64, with the file's at relative 1e-4 and absolute 1e-5;
-the exit status is 1 when one differs.
+the exit status is 1 when one differs. --lathe LATHE (the `lathe` program) has lathe compute the
+logits of each file itself: a weights file or checkpoint as it stands, a Hugging Face directory or
+llm.c file as `lathe convert` reads it into a weights file; those weights and idx go into a
+reference case of kind "gpt" (docs/reference-cases.md) that `lathe ref` runs in f32, and
+PyTorch's float64 logits must match lathe's at relative 1e-4 and absolute 1e-5 (f32 rounding of
+a small model), or the exit status is 1. Exit 77 (a skip for ctest) where PyTorch is not
+importable.
 
 Reads safetensors with a minimal reader that follows the public format (the `safetensors`
 package is not in Debian 12); a training checkpoint's optimizer state (optim.*, scaler.*) is
 listed and left out of the model, as `safetensors.torch.load_file` + `load_state_dict` users do.
 """
-import argparse, importlib.util, json, os, re, struct, sys
-import torch
+import argparse, importlib.util, json, os, re, struct, subprocess, sys, tempfile
+
+try:
+    import torch
+except ImportError:
+    print("torch_loads_lathe: PyTorch is not importable here; skipped")
+    sys.exit(77)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DTYPES = {"F32": torch.float32, "F64": torch.float64, "F16": torch.float16, "BF16": torch.bfloat16,
@@ -43,6 +54,42 @@ def load_file(path):
         t = torch.frombuffer(bytearray(buf[b:end]), dtype=DTYPES[e["dtype"]]) if end > b else torch.empty(0, dtype=DTYPES[e["dtype"]])
         out[name] = t.reshape(e["shape"])
     return out, meta
+
+
+def save_file(path, tensors, metadata):
+    """A safetensors file of `tensors` (their bytes as they are, in their own dtype)."""
+    names = {v: k for k, v in DTYPES.items()}
+    header, chunks, offset = {"__metadata__": metadata}, [], 0
+    for name, t in sorted(tensors.items()):
+        b = t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        header[name] = {"dtype": names[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(b)]}
+        chunks.append(b)
+        offset += len(b)
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(chunks))
+
+
+def lathe_logits(lathe, path, kind, idx, tmp):
+    """lathe's logits for idx from the model in `path`: the weights lathe reads from it (through
+    `lathe convert` where it is not lathe's own file) in a "gpt" case run by `lathe ref`."""
+    def run(*args):
+        p = subprocess.run([lathe, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if p.returncode != 0:
+            raise SystemExit(f"lathe {' '.join(args)} failed ({p.returncode}): {p.stderr.decode(errors='replace')}")
+    if kind in ("hf", "llmc"):
+        converted = os.path.join(tmp, "converted.safetensors")
+        run("convert", path, converted)
+        path = converted
+    _, cfg, weights, _ = read_lathe(path)
+    case = dict(weights, idx=idx.long(), targets=idx.long())
+    config = {k: cfg[k] for k in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd")}
+    config["bias"] = cfg.get("bias", True)
+    case_path, out_path = os.path.join(tmp, "case.safetensors"), os.path.join(tmp, "out.safetensors")
+    save_file(case_path, case, {"case": json.dumps({"kind": "gpt", "config": config})})
+    run("ref", case_path, out_path)
+    return load_file(out_path)[0]["logits"].double()
 
 
 def load_reference():
@@ -134,6 +181,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--expect", help="a safetensors file with idx and logits to compare every model's logits with")
     ap.add_argument("--logits", default="logits", help="the expected logits' name in --expect (default: logits)")
+    ap.add_argument("--lathe", help="the lathe program: compare every model's logits with lathe's own")
     ap.add_argument("paths", nargs="+")
     args = ap.parse_args()
     ref = load_reference()
@@ -158,6 +206,13 @@ def main():
             ok = close(logits, expected[args.logits].double())
             failed |= not ok
             line += f"; logits {'match' if ok else 'DIFFER FROM'} {args.expect}"
+        if args.lathe:
+            with tempfile.TemporaryDirectory() as tmp:
+                theirs = lathe_logits(args.lathe, path, kind, idx, tmp)
+            ok = theirs.shape == logits.shape and close(logits, theirs)
+            failed |= not ok
+            worst = (logits - theirs).abs().max().item() if theirs.shape == logits.shape else float("nan")
+            line += f"; lathe's logits {'match' if ok else 'DIFFER'} (largest difference {worst:.2e})"
         print(line)
     return 1 if failed else 0
 

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 
 namespace lathe::train {
 
@@ -82,7 +83,7 @@ double free_cores(const CpuTimes& before, const CpuTimes& after) {
   return std::clamp(after.cores * (1.0 - others / total), 0.0, double(after.cores));
 }
 
-ThreadGovernor::ThreadGovernor(int requested) {
+ThreadGovernor::ThreadGovernor(int requested, CpuTimesReader read) : read_(std::move(read)) {
   if (requested > 0) {
     omp_set_num_threads(requested);
     threads_ = max_threads_ = requested;
@@ -95,9 +96,9 @@ ThreadGovernor::ThreadGovernor(int requested) {
   // A first reading before any work: a run that started on all cores beside a busy neighbour would
   // spend its first window at a barrier per op (for `tiny`, the whole of a short benchmark). While
   // this process sleeps, every busy tick is another's; 100 ms is ten ticks of /proc/stat per core.
-  const std::optional<CpuTimes> before = read_cpu_times();
+  const std::optional<CpuTimes> before = read_();
   std::this_thread::sleep_for(kFirstWindow);
-  last_ = read_cpu_times();
+  last_ = read_();
   last_time_ = std::chrono::steady_clock::now();
   governs_ = before.has_value() && last_.has_value();
   if (governs_) set_threads(threads_for(free_cores(*before, *last_)));
@@ -119,7 +120,7 @@ int ThreadGovernor::update() {
   if (!governs_) return threads_;
   const auto now = std::chrono::steady_clock::now();
   if (now - last_time_ < kWindow) return threads_;
-  const std::optional<CpuTimes> t = read_cpu_times();
+  const std::optional<CpuTimes> t = read_();
   if (!t) return threads_;
   set_threads(threads_for(free_cores(*last_, *t)));
   last_ = t;

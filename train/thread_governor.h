@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 
 namespace lathe::train {
@@ -30,11 +31,14 @@ std::optional<CpuTimes> read_cpu_times();
 // The cores free for this process, from two readings: its cores minus the time others used.
 double free_cores(const CpuTimes& before, const CpuTimes& after);
 
+// Where readings come from: read_cpu_times, or a test's script of readings.
+using CpuTimesReader = std::function<std::optional<CpuTimes>()>;
+
 class ThreadGovernor {
  public:
   // `requested`: the --threads value (0: the default, governed). Sets the starting thread count;
   // governed, from a first reading of 100 ms (the constructor sleeps for it).
-  explicit ThreadGovernor(int requested);
+  explicit ThreadGovernor(int requested, CpuTimesReader read = read_cpu_times);
 
   // Between steps: at most one reading every quarter second; changes the thread count when the
   // free cores changed. Returns the count in force.
@@ -46,6 +50,7 @@ class ThreadGovernor {
   int threads_for(double free_cores) const;
   void set_threads(int threads);
 
+  CpuTimesReader read_;
   bool governs_ = false;
   int max_threads_ = 1;
   int threads_ = 1;

@@ -1,4 +1,4 @@
-// The training loop of `lathe train`: nanoGPT's train.py for a byte-level GPT.
+// The training loop of `lathe train`: nanoGPT's train.py for a GPT on bytes or on token shards.
 //
 // Everything a run is made of lives in one TrainState: the model (with its dropout generator), the
 // optimizer (which holds its param groups and state), the LR schedule (a pure function of the

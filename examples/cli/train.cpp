@@ -112,6 +112,11 @@ void check_explicit_values(const CLI::App& cmd, const train::TrainOptions& o) {
   if (given("--adam-lr") && o.optimizer != "muon" && o.resume.empty())
     throw UsageError("--adam-lr is the lr of muon's AdamW groups; --optimizer " + o.optimizer +
                      " has one lr for all (--lr)");
+  // SGD has no second moment: a --beta2 given to it would be ignored, and the run's options would
+  // still record it as if it had been used.
+  if (given("--beta2") && o.optimizer == "sgd" && o.resume.empty())
+    throw UsageError("--beta2 is the second-moment decay of adam, adamw, prodigy and muon's AdamW groups; "
+                     "--optimizer sgd has none (its momentum is --beta1)");
   if (given("--init-from") && o.init_from.empty())
     throw UsageError("--init-from must name a weights file, a checkpoint or a model directory, got an empty string");
 }

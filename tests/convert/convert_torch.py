@@ -9,6 +9,10 @@ exports      lathe converts the golden llm.c file (tests/golden/make_convert_gol
              another directory; tools/torch_loads_lathe.py loads each into the PyTorch reference
              model (and the directories into transformers' GPT2LMHeadModel where it exists), whose
              logits must match the golden ones at relative 1e-4.
+loads_lathe  tools/torch_loads_lathe.py --lathe: a weights file and a training checkpoint from a
+             few steps of `lathe train`, the golden llm.c files (v3 f32, v5 bf16) and Hugging Face
+             directory; PyTorch's logits for each must match lathe's own (`lathe ref`) at relative
+             1e-4.
 sample_gpt2  a random GPT-2 of GPT-2's vocabulary (50,257 ids), written as a Hugging Face
              directory; `lathe sample --tokenizer gpt2 --temperature 0` must print the prompt and
              the continuation that PyTorch's model draws greedily from the prompt's GPT-2 ids,
@@ -53,6 +57,20 @@ def exports(binary, tmp):
     lathe(binary, "convert", weights, hf2, "--to", "hf")
     return subprocess.run([sys.executable, os.path.join(REPO, "tools", "torch_loads_lathe.py"), "--expect",
                            os.path.join(GOLDEN, "convert_logits.safetensors"), hf, weights, llmc, hf2]).returncode
+
+
+def loads_lathe(binary, tmp):
+    corpus = os.path.join(tmp, "corpus.txt")
+    with open(corpus, "w") as f:
+        f.write("the quick brown fox jumps over the lazy dog. " * 200)
+    run = os.path.join(tmp, "run")
+    lathe(binary, "train", "--data", corpus, "--config", "tiny", "--steps", "3", "--batch", "2",
+          "--ckpt-interval", "3", "--eval-interval", "0", "--sample-tokens", "0", "--out", run)
+    paths = [os.path.join(run, "model.safetensors"), os.path.join(run, "ckpt-%08d.safetensors" % 3),
+             os.path.join(GOLDEN, "convert_llmc_v3.bin"), os.path.join(GOLDEN, "convert_llmc_v5.bin"),
+             os.path.join(GOLDEN, "convert_hf")]
+    return subprocess.run([sys.executable, os.path.join(REPO, "tools", "torch_loads_lathe.py"), "--lathe", binary,
+                           *paths]).returncode
 
 
 def byte_decoder():
@@ -132,10 +150,10 @@ def sample_gpt2(binary, tmp):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lathe", required=True)
-    ap.add_argument("scenario", choices=["exports", "sample_gpt2"])
+    ap.add_argument("scenario", choices=["exports", "loads_lathe", "sample_gpt2"])
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="lathe_convert_torch_") as tmp:
-        run = exports if args.scenario == "exports" else sample_gpt2
+        run = {"exports": exports, "loads_lathe": loads_lathe, "sample_gpt2": sample_gpt2}[args.scenario]
         return run(os.path.abspath(args.lathe), tmp)
 
 

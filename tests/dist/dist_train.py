@@ -7,14 +7,18 @@ Scenarios:
     losses   tiny, 50 steps, global batch 8, one thread per process: -np 2 logs the losses of one
              process within relative 1e-3 at every step, and bitwise those of one process with
              --grad-slices 2 (the same reduction order); --zero 1 at -np 2 gives bitwise the losses
-             and the checkpoint (weights and optimizer state) of --zero 0 at -np 2, with each
-             process holding about half of the optimizer state
+             and the checkpoint (weights and optimizer state) of --zero 0 at -np 2 (lathe's line
+             "optimizer state per process" is printed; zero_state measures the halves)
     resume   a -np 2 checkpoint at step 20 resumes at -np 1, at -np 3 and at -np 3 with --zero 1,
              and continues within relative 1e-3 of the uninterrupted -np 2 run; at -np 1 with
              --grad-slices 2 it continues bitwise
     freeze   --freeze wte at -np 2: the embedding is bitwise unchanged and holds no optimizer state;
              the optimizer's parameters and groups are those of the unfrozen run; the checkpoint
              tests of frozen and left-out parameters pass under mpirun
+    zero_state  the test case "dist: ZeRO-1 leaves each process about 1/N ..." of lathe_tests
+             (tests/test_dist.cpp) under mpirun -np 2: each process's optimizer state, summed over
+             the buffers its state tensors hold (and seen by the allocator), is half of the
+             --zero 0 state within the largest parameter's, and the halves add up to the whole
     bad      a global batch not divisible by N, ranks given different options (a default compared
              as the value it stands for), ranks reading different corpora: one error, printed
              once, and every rank exits nonzero
@@ -244,6 +248,17 @@ def scenario_freeze(lathe, lathe_tests, tmp, data):
         print("the frozen-and-subset checkpoint tests pass under mpirun -np 2")
 
 
+def scenario_zero_state(lathe_tests):
+    if not lathe_tests:
+        fail("zero_state needs --lathe-tests")
+    p = subprocess.run([MPIRUN, *MPI_FLAGS, "-np", "2", lathe_tests, "-s", "-nc", "-tc=dist: ZeRO-1 leaves each process*"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=240)
+    held = re.findall(r"rank \d+ of \d+: per-parameter optimizer state .*", p.stdout)
+    if p.returncode != 0 or len(held) != 2 or "test cases: 1 | 1 passed" not in p.stdout:
+        fail("the ZeRO-1 state test under mpirun -np 2:\n" + p.stdout)
+    print("\n".join(held))
+
+
 def scenario_bad(lathe, tmp, data):
     code, text = train(lathe, 2, os.path.join(tmp, "odd"), data, "--steps", "2", "--batch", "7")
     lines = [l for l in text.splitlines() if l.startswith("lathe:")]
@@ -415,7 +430,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lathe", required=True)
     ap.add_argument("--lathe-tests")
-    ap.add_argument("scenario", choices=["losses", "resume", "freeze", "bad", "kill", "stuck"])
+    ap.add_argument("scenario", choices=["losses", "resume", "freeze", "zero_state", "bad", "kill", "stuck"])
     a = ap.parse_args()
     if not MPIRUN:
         print("SKIP: mpirun is not installed (tools/deps.sh installs openmpi-bin and libopenmpi-dev)")
@@ -433,6 +448,8 @@ def main():
             scenario_resume(a.lathe, tmp, data)
         elif a.scenario == "freeze":
             scenario_freeze(a.lathe, a.lathe_tests, tmp, data)
+        elif a.scenario == "zero_state":
+            scenario_zero_state(a.lathe_tests)
         elif a.scenario == "bad":
             scenario_bad(a.lathe, tmp, data)
         elif a.scenario == "kill":

@@ -142,108 +142,89 @@ def nanogpt_steps(model, opt, case, steps):
     return losses
 
 
-def train_case():
-    """Kind "train": nanoGPT's loop (AdamW with decay / no-decay groups, grad clip) on the reference
-    GPT of tools/torch_gpt_reference.py, computed in float64 from float32 inputs."""
-    ref = reference_model_module()
-    V, block, L, H, C, B, T, steps = 64, 16, 2, 2, 32, 2, 8, 4
-    torch.manual_seed(77)
-    model = ref.GPT(V, block, L, H, C, bias=True)
-    case = {n: p.detach().float().clone() for n, p in model.state_dict().items()}
-    for t in range(steps):
-        case[f"idx.{t}"] = torch.randint(0, V, (B, T))
-        case[f"targets.{t}"] = torch.randint(0, V, (B, T))
-    opt_spec = {"name": "adamw", "lr": 3e-3, "weight_decay": 0.1, "betas": [0.9, 0.95]}
-    spec = {"kind": "train", "config": {"vocab_size": V, "block_size": block, "n_layer": L, "n_head": H,
-                                        "n_embd": C, "bias": True},
-            "steps": steps, "grad_clip": 1.0, "optimizer": opt_spec}
-    save_file(case, os.path.join(HERE, "train_tiny.case.safetensors"), {"case": json.dumps(spec)})
-
-    model = model.double()
-    params = {n: p for n, p in model.named_parameters()}
+def nanogpt_adamw(params):
+    """nanoGPT's AdamW: decay on the matrices, none on gains and biases."""
     decay = [p for p in params.values() if p.dim() >= 2]
     nodecay = [p for p in params.values() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": nodecay, "weight_decay": 0.0}],
-                            lr=3e-3, betas=(0.9, 0.95), foreach=False)
-    losses = nanogpt_steps(model, opt, case, steps)
-    expected = {n: p.detach().float() for n, p in model.state_dict().items()}
-    expected["losses"] = torch.tensor(losses, dtype=torch.float32)
-    save_file(expected, os.path.join(HERE, "train_tiny.expected.safetensors"))
-    print("train_tiny losses", losses)
+    return torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": nodecay, "weight_decay": 0.0}],
+                             lr=3e-3, betas=(0.9, 0.95), foreach=False)
 
 
-def train_param_groups_case():
-    """Kind "train" with explicit "param_groups": torch.optim.AdamW(model.parameters(), weight_decay=0.1)
-    (every parameter decays, which nanoGPT's grouping cannot say), the embeddings in a group of their
-    own at another lr; "return_state": the optimizer's state comes back under parameter names."""
+def reference_train_case(name, seed, batch, steps, spec, make_optimizer, draw_targets=None, state_keys=()):
+    """Kind "train" on the reference GPT of tools/torch_gpt_reference.py (vocabulary 64, block 16, 2
+    layers of 2 heads, 32 wide, windows of 8): `steps` batches drawn after the weights from `seed`,
+    nanoGPT's loop computed in float64 from the float32 inputs with the optimizer that
+    make_optimizer(named parameters) builds. `spec`: the case's "optimizer" and any other fields;
+    draw_targets(t, shape) replaces uniform targets; state_keys: optimizer state returned per
+    parameter ("return_state")."""
     ref = reference_model_module()
-    V, block, L, H, C, B, T, steps = 64, 16, 2, 2, 32, 2, 8, 4
-    torch.manual_seed(78)
+    V, block, L, H, C, T = 64, 16, 2, 2, 32, 8
+    torch.manual_seed(seed)
     model = ref.GPT(V, block, L, H, C, bias=True)
     case = {n: p.detach().float().clone() for n, p in model.state_dict().items()}
     for t in range(steps):
-        case[f"idx.{t}"] = torch.randint(0, V, (B, T))
-        case[f"targets.{t}"] = torch.randint(0, V, (B, T))
-    names = [n for n, _ in model.named_parameters()]
-    embeddings = ["transformer.wte.weight", "transformer.wpe.weight"]
-    groups = [{"params": embeddings, "lr": 1e-3}, {"params": [n for n in names if n not in embeddings]}]
-    opt_spec = {"name": "adamw", "lr": 3e-3, "weight_decay": 0.1}
+        case[f"idx.{t}"] = torch.randint(0, V, (batch, T))
+        case[f"targets.{t}"] = draw_targets(t, (batch, T)) if draw_targets else torch.randint(0, V, (batch, T))
     spec = {"kind": "train", "config": {"vocab_size": V, "block_size": block, "n_layer": L, "n_head": H,
                                         "n_embd": C, "bias": True},
-            "steps": steps, "grad_clip": 1.0, "optimizer": opt_spec, "param_groups": groups, "return_state": True}
-    save_file(case, os.path.join(HERE, "train_param_groups.case.safetensors"), {"case": json.dumps(spec)})
+            "steps": steps, "grad_clip": 1.0, **spec}
+    save_file(case, os.path.join(HERE, f"{name}.case.safetensors"), {"case": json.dumps(spec)})
 
     model = model.double()
     params = dict(model.named_parameters())
-    opt = torch.optim.AdamW([{"params": [params[n] for n in g["params"]],
-                              **{k: v for k, v in g.items() if k != "params"}} for g in groups],
-                            lr=3e-3, weight_decay=0.1, foreach=False)
+    opt = make_optimizer(params)
     losses = nanogpt_steps(model, opt, case, steps)
     expected = {n: p.detach().float() for n, p in model.state_dict().items()}
     expected["losses"] = torch.tensor(losses, dtype=torch.float32)
     for n, p in params.items():
-        for key in ("exp_avg", "exp_avg_sq"):
+        for key in state_keys:
             expected[f"optimizer_state.{n}.{key}"] = opt.state[p][key].float()
-    save_file(expected, os.path.join(HERE, "train_param_groups.expected.safetensors"))
-    print("train_param_groups losses", losses)
+    save_file(expected, os.path.join(HERE, f"{name}.expected.safetensors"))
+    print(f"{name} losses", losses)
+
+
+def train_case():
+    """nanoGPT's loop: AdamW with decay / no-decay groups, grad clip."""
+    reference_train_case("train_tiny", 77, 2, 4, {"optimizer": {"name": "adamw", "lr": 3e-3, "weight_decay": 0.1,
+                                                                "betas": [0.9, 0.95]}}, nanogpt_adamw)
+
+
+def train_param_groups_case():
+    """Explicit "param_groups": torch.optim.AdamW(model.parameters(), weight_decay=0.1) (every
+    parameter decays, which nanoGPT's grouping cannot say), the embeddings in a group of their own
+    at another lr; "return_state": the optimizer's state comes back under parameter names."""
+    embeddings = ["transformer.wte.weight", "transformer.wpe.weight"]
+    names = [n for n, _ in reference_model_module().GPT(64, 16, 2, 2, 32, bias=True).named_parameters()]
+    groups = [{"params": embeddings, "lr": 1e-3}, {"params": [n for n in names if n not in embeddings]}]
+
+    def adamw_groups(params):
+        return torch.optim.AdamW([{"params": [params[n] for n in g["params"]],
+                                   **{k: v for k, v in g.items() if k != "params"}} for g in groups],
+                                 lr=3e-3, weight_decay=0.1, foreach=False)
+
+    reference_train_case("train_param_groups", 78, 2, 4,
+                         {"optimizer": {"name": "adamw", "lr": 3e-3, "weight_decay": 0.1}, "param_groups": groups,
+                          "return_state": True},
+                         adamw_groups, state_keys=("exp_avg", "exp_avg_sq"))
 
 
 def train_ignore_case():
-    """Kind "train" with targets of -1, which the loss ignores (nanoGPT's ignore_index): step 0 has
-    about a quarter of them scattered, step 1 one row all -1 beside rows with some, step 2 every
-    target -1, whose loss is NaN (0 / 0) and whose gradients are zero, as in PyTorch: AdamW then
-    only decays the weights and its moments."""
-    ref = reference_model_module()
-    V, block, L, H, C, B, T, steps = 64, 16, 2, 2, 32, 3, 8, 3
-    torch.manual_seed(79)
-    model = ref.GPT(V, block, L, H, C, bias=True)
-    case = {n: p.detach().float().clone() for n, p in model.state_dict().items()}
-    for t in range(steps):
-        case[f"idx.{t}"] = torch.randint(0, V, (B, T))
-        targets = torch.randint(0, V, (B, T))
-        targets[torch.rand(B, T) < 0.25] = -1
+    """Targets of -1, which the loss ignores (nanoGPT's ignore_index): step 0 has about a quarter of
+    them scattered, step 1 one row all -1 beside rows with some, step 2 every target -1, whose loss
+    is NaN (0 / 0) and whose gradients are zero, as in PyTorch: AdamW then only decays the weights
+    and its moments."""
+    def targets(t, shape):
+        drawn = torch.randint(0, 64, shape)
+        drawn[torch.rand(*shape) < 0.25] = -1
         if t == 1:
-            targets[0] = -1
+            drawn[0] = -1
         if t == 2:
-            targets[:] = -1
-        case[f"targets.{t}"] = targets
-    opt_spec = {"name": "adamw", "lr": 3e-3, "weight_decay": 0.1, "betas": [0.9, 0.95]}
-    spec = {"kind": "train", "config": {"vocab_size": V, "block_size": block, "n_layer": L, "n_head": H,
-                                        "n_embd": C, "bias": True},
-            "steps": steps, "grad_clip": 1.0, "optimizer": opt_spec}
-    save_file(case, os.path.join(HERE, "train_ignore.case.safetensors"), {"case": json.dumps(spec)})
+            drawn[:] = -1
+        return drawn
 
-    model = model.double()
-    params = {n: p for n, p in model.named_parameters()}
-    decay = [p for p in params.values() if p.dim() >= 2]
-    nodecay = [p for p in params.values() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": nodecay, "weight_decay": 0.0}],
-                            lr=3e-3, betas=(0.9, 0.95), foreach=False)
-    losses = nanogpt_steps(model, opt, case, steps)
-    expected = {n: p.detach().float() for n, p in model.state_dict().items()}
-    expected["losses"] = torch.tensor(losses, dtype=torch.float32)
-    save_file(expected, os.path.join(HERE, "train_ignore.expected.safetensors"))
-    print("train_ignore losses", losses)
+    reference_train_case("train_ignore", 79, 3, 3, {"optimizer": {"name": "adamw", "lr": 3e-3, "weight_decay": 0.1,
+                                                                  "betas": [0.9, 0.95]}},
+                         nanogpt_adamw, draw_targets=targets)
 
 
 def main():
