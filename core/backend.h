@@ -143,6 +143,19 @@ class Backend {
   virtual void layer_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& mean,
                                    const Tensor& rstd, const Tensor& gy, const Tensor& gx,
                                    const Tensor& gweight, const Tensor& gbias) = 0;
+  // RMSNorm of contiguous rows: weight may be undefined; rstd has shape x.shape[:-1] and dtype f32
+  // (f64 for f64 x), as layer_norm's statistics. out has x's dtype, or a 16-bit one for an f32 x, as
+  // layer_norm's.
+  virtual void rms_norm(const Tensor& x, const Tensor& weight, double eps, const Tensor& out,
+                        const Tensor& rstd) = 0;
+  // gy has the forward output's dtype, gx and gweight x's; gweight may be undefined (no weight, or not
+  // needed).
+  virtual void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& gy,
+                                 const Tensor& gx, const Tensor& gweight) = 0;
+  // Rotary embeddings (core/ops/nn_rope.cpp): x and out [B, H, T, D], any strides with a unit last
+  // one; cos and sin [T, D/2] contiguous, in x's compute type. `inverse` turns by the opposite
+  // angles, which is the backward (a rotation's transpose is its inverse).
+  virtual void rope(const Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse, const Tensor& out) = 0;
   // out[n, :] = weight[idx[n], :]; idx i32/i64 of any shape; out is idx.shape + [C].
   virtual void embedding(const Tensor& weight, const Tensor& idx, const Tensor& out) = 0;
   // gweight (zeroed by the caller) += scatter of gout rows; deterministic.

@@ -184,6 +184,23 @@ struct clamp {
   }
 };
 
+// ReLU squared, relu(x)^2 (the Primer paper's activation, modded-nanogpt's and nanochat's MLP): one
+// pass where relu then square would be two, and one saved tensor instead of two.
+struct squared_relu {
+  static constexpr const char* name = "squared_relu";
+  static constexpr OpDTypes dtypes = OpDTypes::floating;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, const OpScalars<C>&) { return x > C(0) ? x * x : C(0); }
+};
+
+// Logit soft-capping, p0 tanh(x / p0) (Gemma 2, modded-nanogpt): smooth, odd, and bounded by the cap p0.
+struct softcap {
+  static constexpr const char* name = "softcap";
+  static constexpr OpDTypes dtypes = OpDTypes::floating;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, const OpScalars<C>& s) {
+    return s.p0 * M::tanh(x / s.p0);
+  }
+};
+
 // x * p0 + p1: scalar arithmetic without a second tensor.
 struct affine {
   static constexpr const char* name = "affine";
@@ -325,16 +342,25 @@ struct relu_backward {  // x = the input
   template <class M, class C> LATHE_SCALAR static C apply(C x, C g) { return x > C(0) ? g : C(0); }
 };
 
+// d/dx relu(x)^2 = 2 relu(x); x = the input.
+struct squared_relu_backward {
+  static constexpr const char* name = "squared_relu_backward";
+  static constexpr OpDTypes dtypes = OpDTypes::floating;
+  static constexpr bool predicate = false;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, C g) { return x > C(0) ? C(2) * x * g : C(0); }
+};
+
 // ---------------------------------------------------------------- the lists
 // X(entry) for every op; the enums below and both backends' dispatch expand them.
 
 #define LATHE_UNARY_OPS(X)                                                                   \
   X(neg) X(exp) X(log) X(sqrt) X(rsqrt) X(tanh) X(gelu) X(gelu_erf) X(sigmoid) X(silu) X(relu) X(abs) \
-  X(square) X(reciprocal) X(sign) X(pow_scalar) X(clamp) X(affine)
+  X(square) X(reciprocal) X(sign) X(pow_scalar) X(clamp) X(affine) X(squared_relu) X(softcap)
 
 #define LATHE_BINARY_OPS(X)                                                                      \
   X(add) X(sub) X(mul) X(div) X(pow) X(maximum) X(minimum) X(eq) X(ne) X(lt) X(le) X(gt) X(ge) \
-  X(gelu_backward) X(gelu_erf_backward) X(tanh_backward) X(sigmoid_backward) X(silu_backward) X(relu_backward)
+  X(gelu_backward) X(gelu_erf_backward) X(tanh_backward) X(sigmoid_backward) X(silu_backward) X(relu_backward) \
+  X(squared_relu_backward)
 
 // Whether entry Op has a kernel for compute type C (bool is its own compute type).
 template <class Op, class C>

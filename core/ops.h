@@ -45,6 +45,9 @@ Tensor gelu_erf(const Tensor& x);  // exact: x Phi(x) (PyTorch's approximate="no
 Tensor relu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor silu(const Tensor& x);  // x * sigmoid(x)
+Tensor squared_relu(const Tensor& x);  // relu(x)^2
+// Logit soft-capping: cap * tanh(x / cap), for a positive finite cap.
+Tensor softcap(const Tensor& x, double cap);
 Tensor abs(const Tensor& x);
 Tensor square(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi);
@@ -75,6 +78,19 @@ Tensor log_softmax(const Tensor& x, int64_t dim = -1);
 // and gives x an f32 one.
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5,
                   std::optional<DType> out_dtype = std::nullopt);
+// RMSNorm over the last dim: x / sqrt(mean(x^2) + eps) * weight (weight may be undefined), as
+// torch.nn.functional.rms_norm. Statistics in f32 (f64 for f64 input) whatever the input dtype.
+// out_dtype as layer_norm's: a 16-bit output of an f32 x, rounded once from the f32 result.
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-5,
+                std::optional<DType> out_dtype = std::nullopt);
+// Rotary position embeddings in the rotate-half convention (GPT-NeoX, Llama, nanochat): each head
+// vector x of size D turns its halves (x1, x2) = (x[:D/2], x[D/2:]) by its position's angles,
+//   out = (x1 cos - x2 sin, x2 cos + x1 sin).
+// x [B, H, T, D] (D even; any strides, unit last), cos and sin [T, D/2]: row t holds the angles
+// of x's position t, in x's compute type (f32 for f32, bf16 and f16; f64 for f64); they are
+// constants (no gradient). Returns [B, H, T, D], a view of [B, T, H, D] storage like
+// causal_attention's output, so that heads side by side again cost no copy.
+Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin);
 // softmax(scale q k^T + causal mask) v for q, k, v [B, H, T, hs] of one floating dtype (query i
 // sees keys 0..i), as torch's scaled_dot_product_attention(is_causal=True, scale=scale). k and v
 // may hold more positions than q, [B, H, Tk, hs] with Tk > T: the queries then come after the

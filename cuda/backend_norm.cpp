@@ -1,4 +1,4 @@
-// CudaBackend: the row-wise normalisations, softmax and LayerNorm (cuda/norm.cu).
+// CudaBackend: the row-wise normalisations, softmax, LayerNorm and RMSNorm (cuda/norm.cu).
 //
 // The op layer (core/ops/) has checked every operand. Row kernels take contiguous rows, so strided
 // inputs are made contiguous first (as on the CPU).
@@ -57,6 +57,36 @@ void CudaBackend::layer_norm_backward(const Tensor& x, const Tensor& weight, con
                              stat == DType::f64, gc.data_ptr(), gx.data_ptr(), mut_ptr_or_null(gweight),
                              mut_ptr_or_null(gbias), rows, len, scratch.defined() ? scratch.data_ptr() : nullptr,
                              ctx.stream);
+}
+
+void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, double eps, const Tensor& out, const Tensor& rstd) {
+  DeviceContext& ctx = context_of(out);
+  const Tensor xc = x.contiguous(), wc = contiguous_or_undefined(weight);
+  const auto [rows, len] = rows_of(xc);
+  check_grid(rows, "rms_norm", x);
+  launch_rms_norm(dt_of(x.dtype()), dt_of(out.dtype()), xc.data_ptr(), ptr_or_null(wc), eps, out.data_ptr(),
+                  rstd.data_ptr(), x.dtype() == DType::f64, rows, len, ctx.stream);
+}
+
+void CudaBackend::rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& gy,
+                                    const Tensor& gx, const Tensor& gweight) {
+  DeviceContext& ctx = context_of(gx);
+  const Tensor xc = x.contiguous(), gc = gy.contiguous(), wc = contiguous_or_undefined(weight);
+  const Tensor rc = rstd.contiguous();
+  const auto [rows, len] = rows_of(xc);
+  check_grid(rows, "rms_norm_backward", x);
+  const DT dt = dt_of(x.dtype());
+  Tensor scratch;
+  if (gweight.defined()) {
+    if (rows == 0) {  // no rows: the weight gradient is an empty sum
+      fill(gweight, 0.0);
+      return;
+    }
+    scratch = scratch_like(x, rms_norm_backward_scratch_bytes(dt, rows, len));
+  }
+  launch_rms_norm_backward(dt, dt_of(gc.dtype()), xc.data_ptr(), ptr_or_null(wc), rc.data_ptr(),
+                           x.dtype() == DType::f64, gc.data_ptr(), gx.data_ptr(), mut_ptr_or_null(gweight), rows, len,
+                           scratch.defined() ? scratch.data_ptr() : nullptr, ctx.stream);
 }
 
 }  // namespace lathe::cuda

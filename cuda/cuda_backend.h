@@ -10,7 +10,8 @@
 //   backend_reduce.cpp         sums, means, maxima over any dims
 //   backend_matmul.cpp         cuBLAS batched products, linear layers through cuBLASLt's epilogues
 //                              (no .cu of its own)
-//   backend_norm.cpp           softmax, layer norm
+//   backend_norm.cpp           softmax, layer norm, RMSNorm
+//   backend_rope.cpp           rotary position embeddings
 //   backend_attention.cpp      fused causal attention (flash attention, forward and backward)
 //   backend_tokens.cpp         embedding, cross-entropy, the fused classifier
 //   backend_index.cpp          index_select, index_add, gather, scatter_add
@@ -72,6 +73,10 @@ class CudaBackend final : public Backend {
   void layer_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& mean,
                            const Tensor& rstd, const Tensor& gy, const Tensor& gx,
                            const Tensor& gweight, const Tensor& gbias) override;
+  void rms_norm(const Tensor& x, const Tensor& weight, double eps, const Tensor& out, const Tensor& rstd) override;
+  void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& gy, const Tensor& gx,
+                         const Tensor& gweight) override;
+  void rope(const Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse, const Tensor& out) override;
   void embedding(const Tensor& weight, const Tensor& idx, const Tensor& out) override;
   void embedding_backward(const Tensor& idx, const Tensor& gout, const Tensor& gweight) override;
   void cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,

@@ -106,6 +106,28 @@ void launch_layer_norm_backward(DT dtype, DT gy_dtype, const void* x, const void
                                 const void* rstd, bool stat_f64, const void* gy, void* gx, void* gw, void* gb,
                                 int64_t rows, int64_t len, void* scratch, cudaStream_t s);
 
+// RMSNorm: x and w of `dtype` (w may be null: no weight), y of y_dtype (dtype, or 16-bit for f32 x);
+// rstd is f64 when stat_f64, else f32.
+void launch_rms_norm(DT dtype, DT y_dtype, const void* x, const void* w, double eps, void* y, void* rstd,
+                     bool stat_f64, int64_t rows, int64_t len, cudaStream_t s);
+size_t rms_norm_backward_scratch_bytes(DT dtype, int64_t rows, int64_t len);
+// gy of gy_dtype (the forward's y_dtype), everything else of `dtype`; gw may be null (not wanted);
+// w may be null (no weight).
+void launch_rms_norm_backward(DT dtype, DT gy_dtype, const void* x, const void* w, const void* rstd, bool stat_f64,
+                              const void* gy, void* gx, void* gw, int64_t rows, int64_t len, void* scratch,
+                              cudaStream_t s);
+
+// ---- rope.cu: rotary position embeddings ----
+// x and out are [B, H, T, D] with the strides given (in elements, unit last); cos and sin [T, D/2]
+// contiguous in dtype's compute type (f64 for f64, else f32). inverse turns by the opposite angles.
+struct RopeShape {
+  int64_t B, H, T, D;
+  int64_t x_strides[3];    // of B, H, T
+  int64_t out_strides[3];
+};
+void launch_rope(DT dtype, const void* x, const void* cos, const void* sin, bool inverse, void* out,
+                 const RopeShape& shape, cudaStream_t s);
+
 // ---- attention.cu: causal flash attention ----
 // One [B, H, T, hs] operand: its first element and its element strides over batch, head and
 // position (the last stride is 1).

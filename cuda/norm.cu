@@ -1,5 +1,5 @@
-// Row kernels over the last dim of contiguous tensors: softmax, log-softmax and layer norm, with
-// their backward passes. One block per row; the block size follows the row length.
+// Row kernels over the last dim of contiguous tensors: softmax, log-softmax, layer norm and RMSNorm,
+// with their backward passes. One block per row; the block size follows the row length.
 //
 // The arithmetic follows core/cpu/norm.cpp: softmax sums in the compute type (f32, or f64
 // for f64), layer-norm statistics in f64 in two passes, 16-bit rows computed in f32; layer norm
@@ -253,6 +253,120 @@ void launch_layer_norm_backward(DT dtype, DT gy_dtype, const void* x, const void
     if (gb) layer_norm_param_combine<T><<<blocks, kThreads, 0, s>>>(part_b, chunks, len, static_cast<T*>(gb));
   });
   check_launch("layer_norm_backward");
+}
+
+// ---------------------------------------------------------------- RMSNorm
+
+namespace {
+
+// The mean square in f64, as on the CPU (core/cpu/norm.cpp). Y: the output's element type (T, or
+// 16-bit for an f32 x).
+template <class T, class Y>
+__global__ void rms_norm_kernel(const T* __restrict__ x, const T* __restrict__ w, double eps, Y* __restrict__ y,
+                                stat_t<T>* __restrict__ rstd, int64_t len) {
+  using C = compute_t<T>;
+  __shared__ double shared[32];
+  const int64_t row = blockIdx.x;
+  const T* xr = x + row * len;
+  Y* yr = y + row * len;
+  double acc = 0;
+  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
+    const double v = double(to_c(xr[i]));
+    acc += v * v;
+  }
+  const double ms = block_allreduce(acc, [](double a, double c) { return a + c; }, shared) / double(len);
+  const double rs = 1.0 / sqrt(ms + eps);
+  if (threadIdx.x == 0) rstd[row] = stat_t<T>(rs);
+  const C s = C(rs);
+  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) yr[i] = from_c<Y>(to_c(xr[i]) * s * (w ? to_c(w[i]) : C(1)));
+}
+
+// gx = rstd * (g - xh * mean(g * xh)) with xh = x * rstd and g = gy * w. G: gy's element type (the
+// forward output's).
+template <class T, class G>
+__global__ void rms_norm_backward_kernel(const T* __restrict__ x, const T* __restrict__ w,
+                                         const stat_t<T>* __restrict__ rstd, const G* __restrict__ gy,
+                                         T* __restrict__ gx, int64_t len) {
+  using C = compute_t<T>;
+  __shared__ double shared[32];
+  const int64_t row = blockIdx.x;
+  const T* xr = x + row * len;
+  const G* gr = gy + row * len;
+  const C rs = C(rstd[row]);
+  double acc = 0;
+  for (int64_t i = threadIdx.x; i < len; i += blockDim.x)
+    acc += double(to_c(gr[i]) * (w ? to_c(w[i]) : C(1)) * (to_c(xr[i]) * rs));
+  const C mean_gx = C(block_allreduce(acc, [](double a, double c) { return a + c; }, shared) / double(len));
+  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
+    const C xh = to_c(xr[i]) * rs;
+    gx[row * len + i] = from_c<T>(rs * (to_c(gr[i]) * (w ? to_c(w[i]) : C(1)) - xh * mean_gx));
+  }
+}
+
+// The weight gradient, pass 1: as layer_norm_param_partials, with xh = x * rstd.
+template <class T, class G>
+__global__ void rms_norm_weight_partials(const T* __restrict__ x, const stat_t<T>* __restrict__ rstd,
+                                         const G* __restrict__ gy, int64_t rows, int64_t len, int64_t chunk_rows,
+                                         compute_t<T>* __restrict__ part_w) {
+  using C = compute_t<T>;
+  __shared__ C sw[kLnLanes][32];
+  const int64_t col = int64_t(blockIdx.x) * 32 + threadIdx.x;
+  const int64_t r0 = int64_t(blockIdx.y) * chunk_rows;
+  const int64_t r1 = r0 + chunk_rows < rows ? r0 + chunk_rows : rows;
+  C aw = 0;
+  if (col < len)
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kLnLanes)
+      aw += to_c(gy[r * len + col]) * (to_c(x[r * len + col]) * C(rstd[r]));
+  sw[threadIdx.y][threadIdx.x] = aw;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < len) {
+    for (int l = 1; l < kLnLanes; ++l) aw += sw[l][threadIdx.x];
+    part_w[int64_t(blockIdx.y) * len + col] = aw;
+  }
+}
+
+}  // namespace
+
+void launch_rms_norm(DT dtype, DT y_dtype, const void* x, const void* w, double eps, void* y, void* rstd,
+                     bool stat_f64, int64_t rows, int64_t len, cudaStream_t s) {
+  if (rows == 0) return;
+  if (stat_f64 != (dtype == DT::f64)) fail_dtype("rms_norm (statistics must be f64 exactly for f64 input)", dtype);
+  dispatch_layer_norm("rms_norm", dtype, y_dtype, [&]<class T, class Y>() {
+    rms_norm_kernel<T, Y><<<unsigned(rows), row_threads(len), 0, s>>>(
+        static_cast<const T*>(x), static_cast<const T*>(w), eps, static_cast<Y*>(y), static_cast<stat_t<T>*>(rstd),
+        len);
+  });
+  check_launch("rms_norm");
+}
+
+size_t rms_norm_backward_scratch_bytes(DT dtype, int64_t rows, int64_t len) {
+  const int64_t chunks = (rows + ln_chunk_rows(rows) - 1) / ln_chunk_rows(rows);
+  return size_t(chunks) * size_t(len) * (dtype == DT::f64 ? 8 : 4);
+}
+
+void launch_rms_norm_backward(DT dtype, DT gy_dtype, const void* x, const void* w, const void* rstd, bool stat_f64,
+                              const void* gy, void* gx, void* gw, int64_t rows, int64_t len, void* scratch,
+                              cudaStream_t s) {
+  if (rows == 0) return;
+  if (stat_f64 != (dtype == DT::f64))
+    fail_dtype("rms_norm_backward (statistics must be f64 exactly for f64 input)", dtype);
+  dispatch_layer_norm("rms_norm_backward", dtype, gy_dtype, [&]<class T, class G>() {
+    using C = compute_t<T>;
+    using S = stat_t<T>;
+    const T* xt = static_cast<const T*>(x);
+    const G* gyt = static_cast<const G*>(gy);
+    rms_norm_backward_kernel<T, G><<<unsigned(rows), row_threads(len), 0, s>>>(
+        xt, static_cast<const T*>(w), static_cast<const S*>(rstd), gyt, static_cast<T*>(gx), len);
+    if (!gw) return;
+    const int64_t chunk_rows = ln_chunk_rows(rows);
+    const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
+    C* part_w = static_cast<C*>(scratch);
+    rms_norm_weight_partials<T, G><<<dim3(unsigned((len + 31) / 32), unsigned(chunks)), dim3(32, kLnLanes), 0, s>>>(
+        xt, static_cast<const S*>(rstd), gyt, rows, len, chunk_rows, part_w);
+    layer_norm_param_combine<T><<<unsigned((len + kThreads - 1) / kThreads), kThreads, 0, s>>>(part_w, chunks, len,
+                                                                                             static_cast<T*>(gw));
+  });
+  check_launch("rms_norm_backward");
 }
 
 }  // namespace lathe::cuda

@@ -25,13 +25,16 @@ Tensor causal_bias(int64_t T, int64_t Tk, int64_t past, DType dtype, Device devi
 }  // namespace
 
 CausalSelfAttention::CausalSelfAttention(int64_t C, int64_t H, bool bias, double dropout,
-                                         std::shared_ptr<Generator> gen, LayerOptions opt)
+                                         std::shared_ptr<Generator> gen, LayerOptions opt,
+                                         std::shared_ptr<const RotaryTables> rotary_tables, bool qk_norm_)
     : n_embd(C),
       n_head(H),
       c_attn(C, 3 * C, bias, opt),
       c_proj(C, C, bias, opt),
       attn_dropout(dropout, gen),
       resid_dropout(dropout, gen),
+      rotary(std::move(rotary_tables)),
+      qk_norm(qk_norm_),
       precision_(opt.precision) {
   LATHE_CHECK(H > 0 && C % H == 0, "CausalSelfAttention: n_embd (", C, ") must be a multiple of n_head (", H, ")");
   register_module("c_attn", &c_attn);
@@ -52,19 +55,36 @@ Tensor CausalSelfAttention::forward(const Tensor& x, KVCache* cache) const {
   const Tensor qkv = p.cast(OpClass::matmul, c_attn.forward(x));
   auto head_view = [&](int64_t i) { return qkv.narrow(2, i * C, C).view({B, T, H, hs}).transpose(1, 2); };
 
+  // Rotary embeddings and QK-norm make q and k new tensors (in the products' dtype), at the
+  // positions after the cache's.
+  const int64_t past = cache ? cache->length : 0;
+  Tensor q = head_view(0), k = head_view(1), v = head_view(2);
+  const bool new_qk = rotary || qk_norm;
+  if (rotary) {
+    const auto [cos, sin] = rotary->rows(past, T, q.dtype(), x.device());
+    q = rope(q, cos, sin);
+    k = rope(k, cos, sin);
+  }
+  if (qk_norm) {
+    // Each head vector on its own, so the rows may be taken in [B, T, H, hs] order: the layout rope
+    // writes, read in place (a [B, H, T, hs] order would copy them first).
+    auto normalised = [](const Tensor& h) { return rms_norm(h.transpose(1, 2), Tensor(), 1e-5).transpose(1, 2); };
+    q = normalised(q);
+    k = normalised(k);
+  }
+
   // Wherever the backend fuses attention for the products' dtype, one kernel does it all: it takes
   // q, k and v in that dtype and computes the scores and their softmax in f32 (f64 for f64), as
   // the policy's softmax class asks (nn/precision.h), without keeping [B, H, T, Tk] scores or
   // probabilities, and skipping the masked half of the products. Training reads the heads straight
-  // out of the projection (causal_attention_qkv); sampling with a KV cache runs its queries against
-  // the cached keys. Attention dropout, which masks the probabilities, takes the composed path.
+  // out of the projection (causal_attention_qkv) unless RoPE or QK-norm made q and k new tensors;
+  // then, and when sampling with a KV cache, it takes three head views. Attention dropout, which
+  // masks the probabilities, takes the composed path.
   const bool attn_dropout_active = attn_dropout.is_training() && attn_dropout.p > 0.0;
   const bool fused =
       !attn_dropout_active && backend_for(x.device()).fuses(FusedKernel::causal_attention, qkv.dtype(), hs);
-  if (fused && !cache) return resid_dropout.forward(c_proj.forward(causal_attention_qkv(qkv, H, scale)));
+  if (fused && !cache && !new_qk) return resid_dropout.forward(c_proj.forward(causal_attention_qkv(qkv, H, scale)));
 
-  Tensor k = head_view(1), v = head_view(2);
-  int64_t past = 0;
   if (cache) {
     LATHE_CHECK(!grad_enabled() || !x.requires_grad(),
                 "CausalSelfAttention: a KV cache is for inference; run it under NoGradGuard");
@@ -75,7 +95,6 @@ Tensor CausalSelfAttention::forward(const Tensor& x, KVCache* cache) const {
       cache->k = Tensor::empty({B, H, cache->capacity, hs}, k.dtype(), x.device());
       cache->v = Tensor::empty({B, H, cache->capacity, hs}, v.dtype(), x.device());
     }
-    past = cache->length;
     LATHE_CHECK(past + T <= cache->capacity, "CausalSelfAttention: ", past, " cached + ", T,
                 " new positions exceed the cache capacity ", cache->capacity);
     cache->k.narrow(2, past, T).copy_(k);
@@ -88,11 +107,11 @@ Tensor CausalSelfAttention::forward(const Tensor& x, KVCache* cache) const {
 
   Tensor y;  // [B, H, T, hs]
   if (fused) {
-    y = causal_attention(head_view(0), k, v, scale);  // the queries come after the `past` cached keys
+    y = causal_attention(q, k, v, scale);  // the queries come after the `past` cached keys
   } else {
     // Scaling q (T x hs values) is cheaper than scaling the scores (T x Tk).
-    const Tensor q = mul(head_view(0), scale);
-    Tensor att = matmul(p.cast(OpClass::matmul, q), p.cast(OpClass::matmul, k).transpose(-2, -1));  // [B, H, T, Tk]
+    const Tensor q_scaled = mul(q, scale);
+    Tensor att = matmul(p.cast(OpClass::matmul, q_scaled), p.cast(OpClass::matmul, k).transpose(-2, -1));  // [B, H, T, Tk]
     att = p.cast(OpClass::softmax, att);
     // One query at the newest position sees every key: no mask needed.
     if (T > 1) att = add(att, causal_bias(T, Tk, past, att.dtype(), att.device()));

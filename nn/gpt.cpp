@@ -37,14 +37,17 @@ std::pair<int64_t, int64_t> host_min_max(const Tensor& t) {
 }  // namespace
 
 Transformer::Transformer(const GPTConfig& c, std::shared_ptr<Generator> gen, LayerOptions opt)
-    : wte(c.vocab_size, c.n_embd, opt), wpe(c.block_size, c.n_embd, opt), drop(c.dropout, gen),
-      ln_f(c.n_embd, c.bias, 1e-5, opt) {
+    : rotary(c.rope ? std::make_shared<const RotaryTables>(c.block_size, c.head_size(), c.rope_base) : nullptr),
+      wte(c.vocab_size, c.n_embd, opt),
+      drop(c.dropout, gen),
+      ln_f(make_norm(c.norm, c.n_embd, c.norm_weight, c.bias, opt)) {
   register_module("wte", &wte);
-  register_module("wpe", &wpe);
+  if (!c.rope) register_module("wpe", &wpe.emplace(c.block_size, c.n_embd, opt));
   register_module("drop", &drop);
-  for (int64_t i = 0; i < c.n_layer; ++i) h.emplace_back(c.n_embd, c.n_head, c.bias, c.dropout, gen, opt);
+  const BlockOptions block{c.norm, c.norm_weight, c.activation, rotary, c.qk_norm};
+  for (int64_t i = 0; i < c.n_layer; ++i) h.emplace_back(c.n_embd, c.n_head, c.bias, c.dropout, gen, opt, block);
   register_module("h", &h);
-  register_module("ln_f", &ln_f);
+  register_module("ln_f", ln_f.get());
 }
 
 GPT::GPT(const GPTConfig& config, uint64_t seed, Device device)
@@ -52,7 +55,7 @@ GPT::GPT(const GPTConfig& config, uint64_t seed, Device device)
       dropout_gen_(std::make_shared<Generator>(seed)),
       transformer(config_, dropout_gen_, {DType::f32, device, PolicyRef(precision_.policy)}),
       lm_head(config_.n_embd, config_.vocab_size, /*bias=*/false, {DType::f32, device, PolicyRef(precision_.policy)}) {
-  lm_head.tie_weight(transformer.wte.weight);
+  if (config_.tie_embeddings) lm_head.tie_weight(transformer.wte.weight);
   register_module("transformer", &transformer);
   register_module("lm_head", &lm_head);
 
@@ -60,7 +63,7 @@ GPT::GPT(const GPTConfig& config, uint64_t seed, Device device)
   const double std_residual = 0.02 / std::sqrt(2.0 * double(config_.n_layer));
   uint64_t offset = 0;
   for (auto& [name, p] : named_parameters()) {
-    if (p.dim() == 2) {  // Linear and Embedding weights; LayerNorm and biases keep 1 and 0
+    if (p.dim() == 2) {  // Linear and Embedding weights; norm weights and biases keep 1 and 0
       const double std = ends_with(name, "c_proj.weight") ? std_residual : 0.02;
       p.copy_(mul(Tensor::randn(p.shape(), seed, offset, p.dtype(), p.device()), std));
     }
@@ -80,7 +83,7 @@ bool GPT::ignored_state_key(const std::string& key) const {
 
 int64_t GPT::num_params(bool exclude_position_embeddings) const {
   int64_t n = Module::num_params();
-  return exclude_position_embeddings ? n - transformer.wpe.weight.numel() : n;
+  return exclude_position_embeddings && transformer.wpe ? n - transformer.wpe->weight.numel() : n;
 }
 
 void GPT::check_token_ids(const char* what, const Tensor& t, bool allow_ignore) const {
@@ -104,25 +107,29 @@ Tensor GPT::hidden_states(const Tensor& idx, int64_t pos0, std::vector<KVCache>*
   const int64_t T = idx.size(1);
   LATHE_CHECK(pos0 + T <= config_.block_size, "GPT: positions ", pos0, "..", pos0 + T - 1,
               " exceed block_size ", config_.block_size);
-  // Positions are consecutive, so their embeddings are a slice of wpe (a view, no gather).
-  Tensor pos_emb = transformer.wpe.weight.narrow(0, pos0, T);
   const PrecisionPolicy& p = *precision_.policy;
-  Tensor x = transformer.drop.forward(
-      add(p.cast(OpClass::embedding, transformer.wte.forward(idx)), p.cast(OpClass::embedding, pos_emb)));
+  Tensor x = p.cast(OpClass::embedding, transformer.wte.forward(idx));
+  // Positions are consecutive, so their embeddings are a slice of wpe (a view, no gather). Rotary
+  // embeddings act in attention instead, from the caches' lengths.
+  if (transformer.wpe) x = add(x, p.cast(OpClass::embedding, transformer.wpe->weight.narrow(0, pos0, T)));
+  x = transformer.drop.forward(x);
   for (size_t i = 0; i < transformer.h.size(); ++i)
     x = transformer.h[i].forward(x, caches ? &(*caches)[i] : nullptr);
   return x;
 }
 
-Tensor GPT::last_logits(const Tensor& hidden) const {
-  const int64_t B = hidden.size(0), T = hidden.size(1);
-  Tensor last = hidden.narrow(1, T - 1, 1);
-  const PrecisionPolicy& p = *precision_.policy;
-  return p.cast(OpClass::softmax, lm_head.forward(transformer.ln_f.forward(last))).view({B, config_.vocab_size});
+Tensor GPT::logits_of(const Tensor& hidden) const {
+  // The classifier (and whoever reads the logits) works in the policy's loss dtype; so does the
+  // soft-capping, in f32 arithmetic rounded once (bf16 logits in, bf16 capped logits out). Its
+  // backward keeps the capped logits, so the classifier cannot write its gradient over them.
+  Tensor logits = precision_.policy->cast(OpClass::loss, lm_head.forward(transformer.ln_f->forward(hidden)));
+  return config_.logit_softcap > 0 ? softcap(logits, config_.logit_softcap) : logits;
 }
 
-Tensor GPT::logits_of(const Tensor& hidden) const {
-  return precision_.policy->cast(OpClass::loss, lm_head.forward(transformer.ln_f.forward(hidden)));
+Tensor GPT::last_logits(const Tensor& hidden) const {
+  const int64_t B = hidden.size(0), T = hidden.size(1);
+  const PrecisionPolicy& p = *precision_.policy;
+  return p.cast(OpClass::softmax, logits_of(hidden.narrow(1, T - 1, 1))).view({B, config_.vocab_size});
 }
 
 void GPT::check_inputs(const Tensor& idx, const Tensor& targets) const {

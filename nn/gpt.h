@@ -4,12 +4,16 @@
 //
 //   x = wte(idx) + wpe(positions); x = block(x) for each block; logits = ln_f(x) @ wte^T
 //
-// Generation keeps a KV cache per block; see GPT::generate.
+// GPTConfig's switches make it the modern block of nanochat and the modded-nanogpt speedrun
+// instead, each on its own: rotary embeddings in attention (no wpe), RMSNorm, ReLU^2 or SwiGLU,
+// QK-norm, an untied lm_head, soft-capped logits. Generation keeps a KV cache per block; see
+// GPT::generate.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,18 +26,36 @@ struct GPTConfig {
   bool bias = true;       // biases in Linear and LayerNorm layers (nanoGPT's `bias`)
   double dropout = 0.0;
 
+  // The modern block's switches. Each default is GPT-2's model, so every weight file and checkpoint
+  // of it loads unchanged, and to_json leaves out a switch at its default, so such a model's config
+  // reads exactly as before (older lathe reads it too).
+  bool rope = false;             // rotary position embeddings on q and k; no wpe (nn/rotary.h)
+  double rope_base = 10000.0;    // theta_i = position * rope_base^(-2i / head_size)
+  NormKind norm = NormKind::layer_norm;  // ln_1, ln_2, ln_f: LayerNorm or RMSNorm, eps 1e-5 both
+  bool norm_weight = true;       // the norms' weights (RMSNorm without them: modded-nanogpt's)
+  Activation activation = Activation::gelu_tanh;  // the MLP's; SwiGLU's hidden size: mlp_hidden_size
+  bool qk_norm = false;          // RMSNorm of each head's q and k (no weight), before the product
+  bool tie_embeddings = true;    // lm_head.weight is wte.weight; false: a parameter of its own
+  double logit_softcap = 0.0;    // > 0: logits = cap * tanh(logits / cap); 0: off
+
   // Throws an error naming the field at fault.
   void validate() const;
 
   // The sizes of tools/torch_gpt_reference.py: tiny, small, char (nanoGPT's shakespeare-char),
-  // gpt2 (GPT-2 small with the vocabulary padded to 50304). Unknown names list the presets.
+  // nanogpt-cpu, speedrun-small (the speedrun's block at small's size), gpt2 (GPT-2 small with the
+  // vocabulary padded to 50304). Unknown names list the presets.
   static GPTConfig preset(const std::string& name);
   static std::vector<std::string> preset_names();
 
-  // {"vocab_size", "block_size", "n_layer", "n_head", "n_embd", "bias", "dropout"}; the first five
-  // are required, bias defaults to true and dropout to 0. Errors name the missing or bad field.
+  // {"vocab_size", "block_size", "n_layer", "n_head", "n_embd", "bias", "dropout"} and the switches
+  // that differ from their defaults ("rope", "rope_base", "norm": "layer_norm" | "rms_norm",
+  // "norm_weight", "activation": "gelu_tanh" | "squared_relu" | "swiglu", "qk_norm",
+  // "tie_embeddings", "logit_softcap"). The first five are required; every other field defaults as
+  // above. Errors name the missing or bad field.
   nlohmann::json to_json() const;
   static GPTConfig from_json(const nlohmann::json& j);
+
+  int64_t head_size() const { return n_head > 0 ? n_embd / n_head : 0; }
 
   friend bool operator==(const GPTConfig&, const GPTConfig&) = default;
 };
@@ -47,11 +69,14 @@ class Transformer : public Module {
  public:
   Transformer(const GPTConfig& c, std::shared_ptr<Generator> gen, LayerOptions opt);
 
-  Embedding wte;  // token embeddings [vocab_size, n_embd]
-  Embedding wpe;  // position embeddings [block_size, n_embd]
+  // The angle tables every block's attention shares; null without rotary embeddings.
+  std::shared_ptr<const RotaryTables> rotary;
+
+  Embedding wte;                // token embeddings [vocab_size, n_embd]
+  std::optional<Embedding> wpe;  // position embeddings [block_size, n_embd]; absent with rotary ones
   Dropout drop;
   ModuleList<Block> h;
-  LayerNorm ln_f;
+  std::unique_ptr<Norm> ln_f;
 };
 
 // The mixed-precision policy of one model, shared with all its layers; mutable so that
@@ -67,8 +92,9 @@ struct GPTOutput {
 
 class GPT : public Module {
  public:
-  // GPT-2 initialisation: weights of Linear and Embedding layers normal(0, 0.02), the residual
-  // projections (c_proj.weight) normal(0, 0.02 / sqrt(2 n_layer)), biases 0, LayerNorm weights 1.
+  // GPT-2 initialisation: weights of Linear and Embedding layers normal(0, 0.02) (an untied lm_head
+  // and SwiGLU's c_gate too), the residual projections (c_proj.weight) normal(0, 0.02 /
+  // sqrt(2 n_layer)), biases 0, norm weights 1.
   // Parameter i draws from the counter stream (seed, offset_i), offset_i the element count of the
   // parameters before it, so the same seed gives the same weights on every device.
   explicit GPT(const GPTConfig& config, uint64_t seed = 0, Device device = Device::cpu());
@@ -84,7 +110,7 @@ class GPT : public Module {
   Tensor loss(const Tensor& idx, const Tensor& targets) const;
 
   // Parameters counted once each (the tied wte/lm_head weight once); nanoGPT reports the count
-  // without the position embeddings.
+  // without the position embeddings (a model with rotary embeddings has none).
   int64_t num_params(bool exclude_position_embeddings = false) const;
 
   // Appends max_new_tokens tokens to each row of idx [B, T] and returns [B, T + max_new_tokens]
@@ -93,10 +119,10 @@ class GPT : public Module {
   // Generator seeded with `seed` (one draw per row per step). temperature 0 takes the argmax.
   // Runs in eval mode (no dropout) without gradients; the training flag is restored afterwards.
   //
-  // With use_cache, each block keeps its keys and values, so a step costs one position instead of
-  // the whole context. Once the context is full, the window slides and every position changes
-  // (learned absolute positions), so the cache cannot be rolled: the step then recomputes the
-  // cropped window, as nanoGPT always does. Both paths give the same tokens.
+  // With use_cache, each block keeps its keys and values (with rotary embeddings, the keys turned by
+  // their positions), so a step costs one position instead of the whole context. Once the context
+  // is full, the window slides and every position changes, so the cache cannot be rolled: the step
+  // then recomputes the cropped window, as nanoGPT always does. Both paths give the same tokens.
   // vocab_limit > 0 draws only ids below it (SamplingOptions::vocab_limit).
   Tensor generate(const Tensor& idx, int64_t max_new_tokens, double temperature = 1.0, int64_t top_k = 0,
                   uint64_t seed = 0, bool use_cache = true, int64_t vocab_limit = 0);
@@ -137,7 +163,8 @@ class GPT : public Module {
   Tensor last_logits(const Tensor& hidden) const;
   // Checks idx and targets (when defined) for forward and loss.
   void check_inputs(const Tensor& idx, const Tensor& targets) const;
-  // Logits [B, T, V] of final hidden states, in the policy's loss dtype.
+  // Logits [B, T, V] of final hidden states: ln_f, lm_head, the soft-capping, in the policy's loss
+  // dtype (bf16 in a bf16 run).
   Tensor logits_of(const Tensor& hidden) const;
 
   GPTConfig config_;
@@ -146,7 +173,7 @@ class GPT : public Module {
 
  public:
   Transformer transformer;
-  Linear lm_head;  // weight tied to transformer.wte.weight, no bias
+  Linear lm_head;  // no bias; weight tied to transformer.wte.weight unless config.tie_embeddings is false
 };
 
 }  // namespace lathe::nn

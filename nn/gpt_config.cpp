@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "nn/gpt.h"
 
@@ -17,6 +19,22 @@ struct Preset {
   GPTConfig config;
 };
 
+// The block of nanochat and the modded-nanogpt speedrun (RoPE, RMSNorm without weights, ReLU^2,
+// QK-norm, an untied head, no biases, logits soft-capped at 30 as modded-nanogpt's tanh form) at
+// `small`'s size: 852k parameters against small's 842k (no wpe, biases or norm weights; a second
+// 256 x 128 matrix in lm_head).
+GPTConfig speedrun_small() {
+  GPTConfig c{256, 128, 4, 4, 128, /*bias=*/false};
+  c.rope = true;
+  c.norm = NormKind::rms_norm;
+  c.norm_weight = false;
+  c.activation = Activation::squared_relu;
+  c.qk_norm = true;
+  c.tie_embeddings = false;
+  c.logit_softcap = 30.0;
+  return c;
+}
+
 // As tools/torch_gpt_reference.py's CONFIGS (its batch sizes belong to the benchmark, not here).
 const Preset kPresets[] = {
     {"tiny", {256, 64, 2, 2, 64}},
@@ -24,8 +42,45 @@ const Preset kPresets[] = {
     {"char", {256, 256, 6, 6, 384}},
     // nanoGPT's "I only have a MacBook" recipe for shakespeare_char: no biases (nanoGPT's default)
     {"nanogpt-cpu", {256, 64, 4, 4, 128, /*bias=*/false}},
+    {"speedrun-small", speedrun_small()},
     {"gpt2", {50304, 1024, 12, 12, 768}},
 };
+
+const GPTConfig kDefaults{};
+
+// Every field from_json reads: GPT-2's seven, then the modern block's switches (which to_json
+// leaves out at their defaults, so the fields must be listed here, not taken from a default's JSON).
+const char* const kFields[] = {"vocab_size", "block_size", "n_layer", "n_head",         "n_embd",
+                               "bias",       "dropout",    "rope",    "rope_base",      "norm",
+                               "norm_weight", "activation", "qk_norm", "tie_embeddings", "logit_softcap"};
+
+bool read_bool(const nlohmann::json& j, const char* field, bool fallback) {
+  if (!j.contains(field)) return fallback;
+  LATHE_CHECK(j[field].is_boolean(), "GPT config: field \"", field, "\" must be true or false, got ", brief(j[field]));
+  return j[field].get<bool>();
+}
+
+double read_number(const nlohmann::json& j, const char* field, double fallback) {
+  if (!j.contains(field)) return fallback;
+  LATHE_CHECK(j[field].is_number(), "GPT config: field \"", field, "\" must be a number, got ", brief(j[field]));
+  return j[field].get<double>();
+}
+
+// One of `names` (an enum's values in order) for a string field.
+template <class E, size_t N>
+E read_choice(const nlohmann::json& j, const char* field, E fallback, const char* (&name_of)(E),
+              const E (&choices)[N]) {
+  if (!j.contains(field)) return fallback;
+  std::string all;
+  for (E c : choices) {
+    if (j[field].is_string() && j[field].get<std::string>() == name_of(c)) return c;
+    all += (all.empty() ? "\"" : ", \"") + std::string(name_of(c)) + "\"";
+  }
+  LATHE_FAIL("GPT config: field \"", field, "\" must be one of ", all, ", got ", brief(j[field]));
+}
+
+constexpr NormKind kNormKinds[] = {NormKind::layer_norm, NormKind::rms_norm};
+constexpr Activation kActivations[] = {Activation::gelu_tanh, Activation::squared_relu, Activation::swiglu};
 
 int64_t required_int(const nlohmann::json& j, const char* field) {
   LATHE_CHECK(j.contains(field), "GPT config: missing field \"", field, "\"");
@@ -48,6 +103,14 @@ void GPTConfig::validate() const {
   positive("n_embd", n_embd);
   LATHE_CHECK(n_embd % n_head == 0, "GPT config: n_embd (", n_embd, ") must be a multiple of n_head (", n_head, ")");
   LATHE_CHECK(dropout >= 0.0 && dropout < 1.0, "GPT config: dropout must be in [0, 1), got ", dropout);
+  if (rope) {
+    LATHE_CHECK(head_size() % 2 == 0, "GPT config: rope needs an even head size, but n_embd / n_head = ", n_embd, " / ",
+                n_head, " = ", head_size());
+    LATHE_CHECK(rope_base > 1.0 && std::isfinite(rope_base), "GPT config: rope_base must be finite and above 1, got ",
+                rope_base);
+  }
+  LATHE_CHECK(logit_softcap >= 0.0 && std::isfinite(logit_softcap),
+              "GPT config: logit_softcap must be 0 (off) or a positive cap, got ", logit_softcap);
 }
 
 std::vector<std::string> GPTConfig::preset_names() {
@@ -66,18 +129,28 @@ GPTConfig GPTConfig::preset(const std::string& name) {
 }
 
 nlohmann::json GPTConfig::to_json() const {
-  return {{"vocab_size", vocab_size}, {"block_size", block_size}, {"n_layer", n_layer}, {"n_head", n_head},
-          {"n_embd", n_embd},         {"bias", bias},             {"dropout", dropout}};
+  nlohmann::json j = {{"vocab_size", vocab_size}, {"block_size", block_size}, {"n_layer", n_layer},
+                      {"n_head", n_head},         {"n_embd", n_embd},         {"bias", bias},
+                      {"dropout", dropout}};
+  // The switches only where they differ from GPT-2's model, whose config then reads as before.
+  if (rope != kDefaults.rope) j["rope"] = rope;
+  if (rope_base != kDefaults.rope_base) j["rope_base"] = rope_base;
+  if (norm != kDefaults.norm) j["norm"] = norm_kind_name(norm);
+  if (norm_weight != kDefaults.norm_weight) j["norm_weight"] = norm_weight;
+  if (activation != kDefaults.activation) j["activation"] = activation_name(activation);
+  if (qk_norm != kDefaults.qk_norm) j["qk_norm"] = qk_norm;
+  if (tie_embeddings != kDefaults.tie_embeddings) j["tie_embeddings"] = tie_embeddings;
+  if (logit_softcap != kDefaults.logit_softcap) j["logit_softcap"] = logit_softcap;
+  return j;
 }
 
 GPTConfig GPTConfig::from_json(const nlohmann::json& j) {
   LATHE_CHECK(j.is_object(), "GPT config: expected a JSON object, got ", brief(j));
   // A misspelt field would otherwise leave its default in place without a word.
-  const nlohmann::json known = GPTConfig{}.to_json();
   for (const auto& [key, value] : j.items()) {
-    if (known.contains(key)) continue;
+    if (std::find(std::begin(kFields), std::end(kFields), key) != std::end(kFields)) continue;
     std::string fields;
-    for (const auto& [k, _] : known.items()) fields += (fields.empty() ? "" : ", ") + k;
+    for (const char* k : kFields) fields += (fields.empty() ? "" : ", ") + std::string(k);
     LATHE_FAIL("GPT config: unknown field ", brief(key), " (the fields are ", fields, ")");
   }
   GPTConfig c;
@@ -86,15 +159,16 @@ GPTConfig GPTConfig::from_json(const nlohmann::json& j) {
   c.n_layer = required_int(j, "n_layer");
   c.n_head = required_int(j, "n_head");
   c.n_embd = required_int(j, "n_embd");
-  if (j.contains("bias")) {
-    LATHE_CHECK(j["bias"].is_boolean(), "GPT config: field \"bias\" must be true or false, got ", brief(j["bias"]));
-    c.bias = j["bias"].get<bool>();
-  }
-  if (j.contains("dropout")) {
-    LATHE_CHECK(j["dropout"].is_number(), "GPT config: field \"dropout\" must be a number, got ",
-                brief(j["dropout"]));
-    c.dropout = j["dropout"].get<double>();
-  }
+  c.bias = read_bool(j, "bias", c.bias);
+  c.dropout = read_number(j, "dropout", c.dropout);
+  c.rope = read_bool(j, "rope", c.rope);
+  c.rope_base = read_number(j, "rope_base", c.rope_base);
+  c.norm = read_choice(j, "norm", c.norm, norm_kind_name, kNormKinds);
+  c.norm_weight = read_bool(j, "norm_weight", c.norm_weight);
+  c.activation = read_choice(j, "activation", c.activation, activation_name, kActivations);
+  c.qk_norm = read_bool(j, "qk_norm", c.qk_norm);
+  c.tie_embeddings = read_bool(j, "tie_embeddings", c.tie_embeddings);
+  c.logit_softcap = read_number(j, "logit_softcap", c.logit_softcap);
   c.validate();
   return c;
 }

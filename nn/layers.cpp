@@ -44,12 +44,28 @@ Embedding::Embedding(int64_t num, int64_t dim, LayerOptions opt) : num_embedding
 
 Tensor Embedding::forward(const Tensor& ids) const { return embedding(weight, ids); }
 
-// ---------------------------------------------------------------- LayerNorm
+// ---------------------------------------------------------------- LayerNorm, RMSNorm
 
-LayerNorm::LayerNorm(int64_t d, bool with_bias, double e, LayerOptions opt) : dim(d), eps(e), precision_(opt.precision) {
-  LATHE_CHECK(d > 0, "LayerNorm: dim must be positive, got ", d);
-  weight = Tensor::ones({d}, opt.dtype, opt.device);
-  register_parameter("weight", &weight);
+Norm::Norm(const char* kind, int64_t d, double e, bool with_weight, LayerOptions opt)
+    : dim(d), eps(e), precision_(opt.precision) {
+  LATHE_CHECK(d > 0, kind, ": dim must be positive, got ", d);
+  if (with_weight) {
+    weight = Tensor::ones({d}, opt.dtype, opt.device);
+    register_parameter("weight", &weight);
+  }
+}
+
+Tensor Norm::input(const char* kind, const Tensor& x) const {
+  LATHE_CHECK(x.dim() >= 1 && x.shape().back() == dim, kind, ": input ", x.desc(), " must end in dim ", dim);
+  return precision_.cast(OpClass::residual, x);
+}
+
+DType Norm::output_dtype(const Tensor& stream) const {
+  return precision_.output_dtype(OpClass::layer_norm, stream.dtype());
+}
+
+LayerNorm::LayerNorm(int64_t d, bool with_bias, double e, LayerOptions opt, bool with_weight)
+    : Norm("LayerNorm", d, e, with_weight, opt) {
   if (with_bias) {
     bias = Tensor::zeros({d}, opt.dtype, opt.device);
     register_parameter("bias", &bias);
@@ -57,9 +73,22 @@ LayerNorm::LayerNorm(int64_t d, bool with_bias, double e, LayerOptions opt) : di
 }
 
 Tensor LayerNorm::forward(const Tensor& x) const {
-  LATHE_CHECK(x.dim() >= 1 && x.shape().back() == dim, "LayerNorm: input ", x.desc(), " must end in dim ", dim);
-  const Tensor stream = precision_.cast(OpClass::residual, x);
-  return layer_norm(stream, weight, bias, eps, precision_.output_dtype(OpClass::layer_norm, stream.dtype()));
+  const Tensor stream = input("LayerNorm", x);
+  return layer_norm(stream, weight, bias, eps, output_dtype(stream));
+}
+
+RMSNorm::RMSNorm(int64_t d, bool with_weight, double e, LayerOptions opt) : Norm("RMSNorm", d, e, with_weight, opt) {}
+
+Tensor RMSNorm::forward(const Tensor& x) const {
+  const Tensor stream = input("RMSNorm", x);
+  return rms_norm(stream, weight, eps, output_dtype(stream));
+}
+
+const char* norm_kind_name(NormKind k) { return k == NormKind::rms_norm ? "rms_norm" : "layer_norm"; }
+
+std::unique_ptr<Norm> make_norm(NormKind kind, int64_t dim, bool weight, bool bias, LayerOptions opt) {
+  if (kind == NormKind::rms_norm) return std::make_unique<RMSNorm>(dim, weight, 1e-5, opt);
+  return std::make_unique<LayerNorm>(dim, bias, 1e-5, opt, weight);
 }
 
 // ---------------------------------------------------------------- Dropout, GELU

@@ -1,8 +1,8 @@
 // The basic layers, with PyTorch's parameter names and layouts so that state dicts match:
-// Linear (weight [out, in], bias [out]), Embedding (weight [num, dim]), LayerNorm (weight, bias
-// [dim]), Dropout and GELU (no parameters).
+// Linear (weight [out, in], bias [out]), Embedding (weight [num, dim]), the norms LayerNorm
+// (weight, bias [dim]) and RMSNorm (weight [dim]), Dropout and GELU (no parameters).
 //
-// Constructors create parameters with placeholder values (zeros, LayerNorm's ones); the model
+// Constructors create parameters with placeholder values (zeros, the norms' ones); the model
 // that owns a layer initialises it (GPT does GPT-2's init), so random numbers come from one place.
 #pragma once
 
@@ -68,19 +68,50 @@ class Embedding : public Module {
   Tensor weight;  // [num, dim]
 };
 
-class LayerNorm : public Module {
+// A normalisation over the last dim, so that a model's norms (GPT's ln_1, ln_2, ln_f) may be either
+// kind behind one interface. Both read the f32 stream, keep f32 statistics, and write the policy's
+// layer_norm dtype: 16 bits in a 16-bit run, the dtype of the product that reads the output.
+class Norm : public Module {
  public:
-  LayerNorm(int64_t dim, bool bias = true, double eps = 1e-5, LayerOptions opt = {});
-  Tensor forward(const Tensor& x) const;
+  virtual Tensor forward(const Tensor& x) const = 0;
 
   int64_t dim;
   double eps;
-  Tensor weight;  // [dim], ones
-  Tensor bias;    // [dim], zeros; undefined without bias
+  Tensor weight;  // [dim], ones; undefined without weight
+
+ protected:
+  // Registers the weight (unless `with_weight` is false); checks dim.
+  Norm(const char* kind, int64_t dim, double eps, bool with_weight, LayerOptions opt);
+  // x, after checking that it ends in dim, as the residual stream (the policy's residual dtype).
+  Tensor input(const char* kind, const Tensor& x) const;
+  // The dtype the norm writes for that stream (the policy's layer_norm class).
+  DType output_dtype(const Tensor& stream) const;
 
  private:
   PolicyRef precision_;  // reads the f32 stream, writes the policy's layer_norm dtype (the next product's)
 };
+
+class LayerNorm : public Norm {
+ public:
+  // Without `weight`, the norm is not scaled (no weight parameter at all).
+  LayerNorm(int64_t dim, bool bias = true, double eps = 1e-5, LayerOptions opt = {}, bool weight = true);
+  Tensor forward(const Tensor& x) const override;
+
+  Tensor bias;  // [dim], zeros; undefined without bias
+};
+
+// x / sqrt(mean(x^2) + eps) * weight (Llama, nanochat, modded-nanogpt); no bias, no centring.
+class RMSNorm : public Norm {
+ public:
+  RMSNorm(int64_t dim, bool weight = true, double eps = 1e-5, LayerOptions opt = {});
+  Tensor forward(const Tensor& x) const override;
+};
+
+enum class NormKind { layer_norm, rms_norm };
+const char* norm_kind_name(NormKind k);  // "layer_norm", "rms_norm"
+// The norm of a kind, eps 1e-5 for both (nanoGPT's LayerNorm; Llama 2's RMSNorm); `bias` applies
+// to LayerNorm only.
+std::unique_ptr<Norm> make_norm(NormKind kind, int64_t dim, bool weight, bool bias, LayerOptions opt);
 
 // Inverted dropout. Its random numbers come from a Generator shared with the model that owns it,
 // so a model's dropout masks are reproducible from one seed (and a checkpoint's two integers).

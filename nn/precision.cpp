@@ -104,17 +104,23 @@ void check_precision_supported(Precision p, Device device, const std::string& wh
   if (p == Precision::f32) return;
   const DType dt = low_dtype(p);
   try {
-    // What a 16-bit step runs, on tiny operands: LayerNorm from the f32 stream into 16 bits, the
-    // products on f32 master weights (with the bias and GELU epilogues), the q scale and a batched
-    // product, the widening residual add, the fused classifier, and all their backward kernels.
+    // What a 16-bit step runs, on tiny operands: LayerNorm and RMSNorm from the f32 stream into 16
+    // bits, the products on f32 master weights (with the bias and GELU epilogues), the activations
+    // (ReLU^2, SwiGLU's SiLU and product), rotary embeddings and QK-norm on q, the q scale and a
+    // batched product, the widening residual add, soft-capped 16-bit logits into the fused
+    // classifier, and all their backward kernels.
     const PrecisionPolicy policy(p);
     auto param = [&](const Shape& shape, double v) { return Tensor::full(shape, v, DType::f32, device).requires_grad_(); };
-    const Tensor x = param({2, 3}, 1.0), ln_w = param({3}, 1.0), ln_b = param({3}, 0.0);
-    const Tensor w1 = param({4, 3}, 0.5), b1 = param({4}, 0.0), w2 = param({3, 4}, 0.5), b2 = param({3}, 0.0);
+    const Tensor x = param({2, 4}, 1.0), ln_w = param({4}, 1.0), ln_b = param({4}, 0.0);
+    const Tensor w1 = param({4, 4}, 0.5), b1 = param({4}, 0.0), w2 = param({4, 4}, 0.5), b2 = param({4}, 0.0);
     Tensor h = linear_gelu(layer_norm(x, ln_w, ln_b, 1e-5, dt), w1, b1, {policy.weight(w1), policy.weight(b1)});
+    const Tensor g = linear(rms_norm(x, ln_w, 1e-5, dt), w1);
+    h = add(add(h, squared_relu(g)), mul(silu(g), g));
+    const Tensor angles = Tensor::zeros({2, 2}, DType::f32, device);
+    h = rms_norm(rope(h.view({1, 1, 2, 4}), angles, angles), Tensor(), 1e-5).view({2, 4});
     h = matmul(mul(h, 0.5), h.transpose(0, 1));
     Tensor s = add(x, linear(matmul(h, linear(layer_norm(x, ln_w, ln_b, 1e-5, dt), w1)), w2, b2));
-    Tensor logits = policy.cast(OpClass::loss, linear(layer_norm(s, ln_w, ln_b, 1e-5, dt), w1));
+    Tensor logits = softcap(policy.cast(OpClass::loss, linear(layer_norm(s, ln_w, ln_b, 1e-5, dt), w1)), 30.0);
     fused_cross_entropy(std::move(logits), Tensor::zeros({2}, DType::i64, device)).backward();
   } catch (const Error& e) {
     LATHE_FAIL(what, " ", precision_name(p), ": the ", device.str(), " device has no ", dtype_name(dt),

@@ -7,17 +7,20 @@
 //
 //   op class           f32    bf16   fp16    where the model asks
 //   matmul             f32    bf16   f16     Linear (input; weight and bias read from f32 copies cast
-//                                            once per step); attention's q, k, v
-//   activation         f32    bf16   f16     GELU (the epilogue of c_fc's product)
+//                                            once per step, an untied lm_head's too); attention's
+//                                            q, k, v, RoPE and QK-norm on that q and k
+//   activation         f32    bf16   f16     GELU (the epilogue of c_fc's product), ReLU^2, SwiGLU
 //   softmax            f32    f32    f32     attention scores and softmax (inside the fused kernel), sampling
-//   layer_norm         f32    bf16   f16     ln_1, ln_2, ln_f: statistics in f32 from the f32 stream,
-//                                            output written in the dtype of the product that reads it
+//   layer_norm         f32    bf16   f16     ln_1, ln_2, ln_f (LayerNorm or RMSNorm): statistics in f32
+//                                            from the f32 stream, output written in the dtype of the
+//                                            product that reads it
 //   residual           f32    f32    f32     the residual stream: x + attn(...), x + mlp(...), each
 //                                            branch's 16-bit output widened as the add reads it
 //   embedding          f32    f32    f32     wte(idx) + wpe(pos)
-//   loss               f32    bf16   f32     logits handed to the fused classifier (f32 arithmetic
-//                                            inside); fp16 keeps f32 logits, since its unscaled
-//                                            gradient (probabilities / rows, ~1e-9) underflows f16
+//   loss               f32    bf16   f32     logits, and their soft-capping, handed to the fused
+//                                            classifier (f32 arithmetic inside); fp16 keeps f32 logits,
+//                                            since its unscaled gradient (probabilities / rows, ~1e-9)
+//                                            underflows f16
 //
 // Fused attention (core/ops/nn_attention.cpp) takes q, k, v in the matmul dtype and computes the
 // scores, softmax and accumulators in f32, rounding its output once: both classes in one kernel.

@@ -24,7 +24,7 @@ void check_case_holds_config(const serialize::SafetensorsFile& c, const nn::GPTC
   LATHE_CHECK(g.n_layer <= int64_t(c.tensors.size()), K, "\"config\" has n_layer ", g.n_layer,
               " but the case holds only ", c.tensors.size(), " tensors");
   expect_tensor(c, "transformer.wte.weight", {g.vocab_size, g.n_embd}, K);
-  expect_tensor(c, "transformer.wpe.weight", {g.block_size, g.n_embd}, K);
+  if (!g.rope) expect_tensor(c, "transformer.wpe.weight", {g.block_size, g.n_embd}, K);
   for (int64_t i = 0; i < g.n_layer; ++i)
     expect_tensor(c, "transformer.h." + std::to_string(i) + ".attn.c_attn.weight", {3 * g.n_embd, g.n_embd}, K);
 }
@@ -41,13 +41,13 @@ std::unique_ptr<nn::GPT> case_gpt(const serialize::SafetensorsFile& c, const nlo
   check_case_holds_config(c, config, K);
   auto model = std::make_unique<nn::GPT>(config, /*seed=*/0, device);
 
-  // Every parameter under its nanoGPT name; lm_head.weight may repeat wte (load_state_dict checks
-  // that the two are equal). Anything else in the case is an error, not silently ignored.
+  // Every parameter under its nanoGPT name; a tied lm_head.weight may repeat wte (load_state_dict
+  // checks that the two are equal). Anything else in the case is an error, not silently ignored.
   nn::NamedTensors weights;
   std::vector<std::string> missing;
   for (const auto& [name, p] : model->state_dict()) {
     if (const Tensor* t = c.find(name)) weights.emplace_back(name, *t);
-    else if (name != "lm_head.weight") missing.push_back(name);
+    else if (name != "lm_head.weight" || !config.tie_embeddings) missing.push_back(name);
   }
   if (!missing.empty()) {
     std::string all;

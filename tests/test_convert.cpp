@@ -211,8 +211,32 @@ TEST_CASE("convert: a model without biases is written with zero biases, which co
   for (const std::string& path : {d.file("hf"), d.file("nobias.bin")}) {
     const train::LoadedModel m = train::load_weights(path);
     CHECK(m.model->config().bias);
-    CHECK(core_test::same_bits(m.model->transformer.h[0].ln_1.bias, Tensor::zeros({16})));
+    CHECK(core_test::same_bits(dynamic_cast<const nn::LayerNorm&>(*m.model->transformer.h[0].ln_1).bias, Tensor::zeros({16})));
     CHECK_MESSAGE(core_test::compare(m.model->forward(idx).logits, want, 0, 0).empty(), path);
+  }
+}
+
+TEST_CASE("convert: a model of the modern block is refused by GPT-2's formats, naming its switch, writing nothing") {
+  TempDir d("convert_modern");
+  const std::pair<const char*, void (*)(nn::GPTConfig&)> switches[] = {
+      {"rope = true", [](nn::GPTConfig& c) { c.rope = true; }},
+      {"norm = \"rms_norm\"", [](nn::GPTConfig& c) { c.norm = nn::NormKind::rms_norm; }},
+      {"activation = \"squared_relu\"", [](nn::GPTConfig& c) { c.activation = nn::Activation::squared_relu; }},
+      {"tie_embeddings = false", [](nn::GPTConfig& c) { c.tie_embeddings = false; }},
+      {"logit_softcap = 30", [](nn::GPTConfig& c) { c.logit_softcap = 30; }},
+  };
+  for (const auto& [says, set] : switches) {
+    INFO(says);
+    nn::GPTConfig c{64, 8, 1, 2, 16};
+    set(c);
+    nn::GPT model(c, 7);
+    train::save_weights(d.file("modern.safetensors"), model);
+    for (const train::WeightsFormat format : {train::WeightsFormat::hf, train::WeightsFormat::llmc}) {
+      const std::string out = d.file(std::string("out_") + train::weights_format_name(format));
+      const std::string e = error_of([&] { train::convert_weights(d.file("modern.safetensors"), out, to(format)); });
+      CHECK_MESSAGE(e.find(std::string("the model's config has ") + says) != std::string::npos, e);
+      CHECK_FALSE(fs::exists(out));
+    }
   }
 }
 

@@ -641,6 +641,83 @@ TEST_CASE("cuda: layer_norm forward and backward, with and without affine, deter
   }
 }
 
+TEST_CASE("cuda: rms_norm forward and backward, with and without weight, deterministic") {
+  GPU_CASE();
+  for (DType t : kFloatTypes) {
+    for (const Shape& shape : {Shape{300, 768}, Shape{5, 7, 33}, Shape{2, 5000}, Shape{64, 8}}) {
+      for (bool weighted : {true, false}) {
+        INFO(std::string(dtype_name(t)), " shape ", shape_str(shape), std::string(weighted ? " weight" : " plain"));
+        const int64_t D = shape.back();
+        const Tensor x = add(random_tensor(shape, 70, t, 2.0), 0.5), gy = random_tensor(shape, 71, t);
+        const Tensor w = weighted ? add(random_tensor({D}, 72, t, 0.1), 1.0) : Tensor();
+        auto run = [&](Device d) {
+          Tensor xd = x.to(d).detach(), wd = weighted ? w.to(d).detach() : Tensor();
+          xd.requires_grad_();
+          if (weighted) wd.requires_grad_();
+          const Tensor y = rms_norm(xd, wd, 1e-5);
+          sum(mul(y, gy.to(d))).backward();
+          return std::vector<Tensor>{y, xd.grad(), weighted ? wd.grad() : Tensor()};
+        };
+        const auto c = run(kCpu), g = run(kGpu), g2 = run(kGpu);
+        const char* names[] = {"out", "grad x", "grad weight"};
+        for (size_t i = 0; i < c.size(); ++i) {
+          if (!c[i].defined()) continue;
+          INFO(std::string(names[i]));
+          CHECK(nmse(g[i], c[i]) <= tolerance(t));
+          CHECK(same_values(g[i], g2[i]));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda: rope forward and backward on contiguous and strided heads, every float dtype") {
+  GPU_CASE();
+  for (DType t : kFloatTypes) {
+    // [B, H, T, D] contiguous, and q as attention takes it: a [B, T, H, D] projection's transpose.
+    for (bool strided : {false, true}) {
+      INFO(std::string(dtype_name(t)), std::string(strided ? " strided" : " contiguous"));
+      const int64_t B = 2, H = 3, T = 37, D = 64;
+      const Tensor x = strided ? random_tensor({B, T, H, D}, 80, t).transpose(1, 2) : random_tensor({B, H, T, D}, 80, t);
+      const Tensor gy = random_tensor({B, H, T, D}, 81, t);
+      const DType table = t == DType::f64 ? DType::f64 : DType::f32;
+      const Tensor cos = random_tensor({T, D / 2}, 82, table), sin = random_tensor({T, D / 2}, 83, table);
+      auto run = [&](Device d) {
+        Tensor xd = x.to(d).detach();
+        xd.requires_grad_();
+        const Tensor y = rope(xd, cos.to(d), sin.to(d));
+        sum(mul(y, gy.to(d))).backward();
+        return std::vector<Tensor>{y, xd.grad()};
+      };
+      const auto c = run(kCpu), g = run(kGpu);
+      CHECK(g[0].strides() == c[0].strides());  // [B, T, H, D] storage on both
+      CHECK(nmse(g[0], c[0]) <= tolerance(t));
+      CHECK(nmse(g[1], c[1]) <= tolerance(t));
+    }
+  }
+}
+
+TEST_CASE("cuda: squared_relu and softcap, forward and backward") {
+  GPU_CASE();
+  for (DType t : kFloatTypes) {
+    INFO(std::string(dtype_name(t)));
+    const Tensor x = random_tensor({1000, 37}, 90, t, 4.0), gy = random_tensor({1000, 37}, 91, t);
+    auto run = [&](Device d) {
+      Tensor a = x.to(d).detach(), b = x.to(d).detach();
+      a.requires_grad_();
+      b.requires_grad_();
+      const Tensor ya = squared_relu(a), yb = softcap(b, 3.0);
+      sum(add(mul(ya, gy.to(d)), mul(yb, gy.to(d)))).backward();
+      return std::vector<Tensor>{ya, yb, a.grad(), b.grad()};
+    };
+    const auto c = run(kCpu), g = run(kGpu);
+    for (size_t i = 0; i < c.size(); ++i) {
+      INFO(i);
+      CHECK(nmse(g[i], c[i]) <= tolerance(t));
+    }
+  }
+}
+
 TEST_CASE("cuda: embedding forward and deterministic backward, small and large buckets") {
   GPU_CASE();
   // 5000 ids: id 7 three thousand times (a bucket the kernel rebuilds by scanning), the rest random.
@@ -1041,6 +1118,31 @@ TEST_CASE("cuda: layer_norm from the f32 stream into 16 bits, and its 16-bit gra
         const Tensor y = layer_norm(xd, wd, bd, 1e-5, low);
         sum(mul(y, gy.to(d))).backward();
         return std::vector<Tensor>{y, xd.grad(), wd.grad(), bd.grad()};
+      };
+      const auto c = run(kCpu), g = run(kGpu);
+      CHECK(g[0].dtype() == low);
+      CHECK(g[1].dtype() == DType::f32);
+      CHECK(nmse(g[0], c[0]) <= tolerance(low));
+      for (size_t i = 1; i < c.size(); ++i) CHECK(nmse(g[i], c[i]) <= tolerance(DType::f32));
+    }
+  }
+}
+
+TEST_CASE("cuda: rms_norm from the f32 stream into 16 bits, and its 16-bit gradient back into f32") {
+  GPU_CASE();
+  for (DType low : {DType::bf16, DType::f16}) {
+    for (const Shape& shape : {Shape{37, 96}, Shape{3, 5, 768}}) {
+      INFO(std::string(dtype_name(low)), " ", shape_str(shape));
+      const int64_t D = shape.back();
+      const Tensor x = add(random_tensor(shape, 105, DType::f32, 2.0), 0.5);
+      const Tensor w = add(random_tensor({D}, 106, DType::f32, 0.1), 1.0);
+      const Tensor gy = random_tensor(shape, 108, low);
+      auto run = [&](Device d) {
+        Tensor xd = x.to(d).detach(), wd = w.to(d).detach();
+        for (Tensor* p : {&xd, &wd}) p->requires_grad_();
+        const Tensor y = rms_norm(xd, wd, 1e-5, low);
+        sum(mul(y, gy.to(d))).backward();
+        return std::vector<Tensor>{y, xd.grad(), wd.grad()};
       };
       const auto c = run(kCpu), g = run(kGpu);
       CHECK(g[0].dtype() == low);

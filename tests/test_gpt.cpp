@@ -1,6 +1,7 @@
 // GPT against PyTorch: the golden cases of tests/golden/make_gpt_goldens.py (the reference GPT of
-// tools/torch_gpt_reference.py, computed in f64) run in-process and through `lathe ref`, on cpu
-// and sim; malformed cases are errors that name what is wrong and leave no output file.
+// tools/torch_gpt_reference.py, computed in f64; GPT-2's model and each switch of the modern block,
+// alone and together) run in-process (on cpu, sim, and cuda where a GPU exists) and through `lathe
+// ref` on cpu and sim; malformed cases are errors that name what is wrong and leave no output file.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -69,6 +70,24 @@ std::vector<std::pair<std::string, Tensor>> run_case(const serialize::Safetensor
   return result;
 }
 
+// Every golden GPT case: GPT-2's model, then the modern block's switches one by one and together.
+const char* const kCases[] = {
+    "gpt_tiny",   "gpt_nobias",  "gpt_ignore",  "gpt_rope",   "gpt_rms_norm", "gpt_layer_norm_noweight", "gpt_squared_relu",
+    "gpt_swiglu", "gpt_qk_norm", "gpt_untied", "gpt_softcap",  "gpt_speedrun",
+};
+
+// cpu, sim, and the first GPU where the CUDA backend has one.
+std::vector<Device> test_devices() {
+  std::vector<Device> out = {Device::cpu(), Device::sim()};
+  if (backend_available(DeviceType::cuda)) {
+    try {
+      if (backend_for(Device::cuda()).device_count() > 0) out.push_back(Device::cuda());
+    } catch (const Error&) {
+    }
+  }
+  return out;
+}
+
 // Runs `lathe ref`; returns its exit status and fills `output` with what it printed.
 int run_ref(const std::string& case_path, const std::string& out_path, const std::string& device, std::string& output) {
   const lathe::testing::Run r = lathe::testing::run_lathe("ref '" + case_path + "' '" + out_path + "' --device " + device);
@@ -79,8 +98,8 @@ int run_ref(const std::string& case_path, const std::string& out_path, const std
 }  // namespace
 
 TEST_CASE("gpt golden: forward and backward match PyTorch, in-process") {
-  for (const char* name : {"gpt_tiny", "gpt_nobias", "gpt_ignore"}) {
-    for (Device device : {Device::cpu(), Device::sim()}) {
+  for (const char* name : kCases) {
+    for (Device device : test_devices()) {
       INFO("case ", name, " on ", device.str());
       serialize::SafetensorsFile c = serialize::read_safetensors(kGolden + "/" + name + ".case.safetensors");
       serialize::SafetensorsFile e = serialize::read_safetensors(kGolden + "/" + name + ".expected.safetensors");
@@ -91,7 +110,7 @@ TEST_CASE("gpt golden: forward and backward match PyTorch, in-process") {
 
 TEST_CASE("gpt golden: lathe ref writes the expected result") {
   TempDir dir;
-  for (const char* name : {"gpt_tiny", "gpt_nobias", "gpt_ignore"}) {
+  for (const char* name : kCases) {
     for (const char* device : {"cpu", "sim"}) {
       INFO("case ", name, " on ", device);
       std::string output;

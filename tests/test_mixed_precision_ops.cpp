@@ -307,6 +307,28 @@ TEST_CASE("layer_norm: an f32 input into a 16-bit output is the f32 result round
             .find("output is for an f32 input") != std::string::npos);
 }
 
+TEST_CASE("rms_norm: an f32 input into a 16-bit output is the f32 result rounded once, its backward is f32's") {
+  for (DType low : {DType::bf16, DType::f16}) {
+    INFO(dtype_name(low));
+    const Tensor x = add(mul(Tensor::randn({13, 96}, 41), 2.0), 0.5);
+    const Tensor w = add(mul(Tensor::randn({96}, 42), 0.1), 1.0);
+    Tensor xa = x.clone().requires_grad_(), wa = w.clone().requires_grad_();
+    Tensor xb = x.clone().requires_grad_(), wb = w.clone().requires_grad_();
+    const Tensor y = rms_norm(xa, wa, 1e-5, low);
+    const Tensor y32 = rms_norm(xb, wb, 1e-5);
+    CHECK(y.dtype() == low);
+    CHECK(same_bits(y, y32.detach().to(low)));
+    const Tensor g = Tensor::randn({13, 96}, 43).to(low);
+    sum(mul(y, g)).backward();
+    sum(mul(y32, g.to(DType::f32))).backward();
+    CHECK(xa.grad().dtype() == DType::f32);
+    CHECK(same_bits(xa.grad(), xb.grad()));
+    CHECK(same_bits(wa.grad(), wb.grad()));
+  }
+  CHECK(error_of([] { rms_norm(Tensor::ones({2, 3}, DType::f64), Tensor(), 1e-5, DType::bf16); })
+            .find("output is for an f32 input") != std::string::npos);
+}
+
 TEST_CASE("add: a 16-bit branch joins the f32 stream without a cast, exactly") {
   const Tensor s = Tensor::randn({8, 50}, 41), h = Tensor::randn({8, 50}, 42).to(DType::bf16);
   reset_cast_count();
@@ -363,4 +385,35 @@ TEST_CASE("weight cast cache: each weight is cast once per version, an update re
   reset_cast_count();
   m.loss(idx, tgt);
   CHECK(after_copy == cast_count() + 1);
+}
+
+TEST_CASE("weight cast cache: the modern block's untied lm_head and SwiGLU's c_gate are cast once per version") {
+  nn::GPTConfig c;
+  c.vocab_size = 64;
+  c.block_size = 8;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 32;
+  c.norm = nn::NormKind::rms_norm;
+  c.activation = nn::Activation::swiglu;
+  c.tie_embeddings = false;
+  nn::GPT m(c, 5);
+  m.set_precision(nn::Precision::bf16);
+  const Tensor idx = Tensor::randint(0, 64, {2, 8}, 1), tgt = Tensor::randint(0, 64, {2, 8}, 2);
+  // Five weights and five biases a block (c_gate's beside c_fc's), and lm_head's weight, apart
+  // from wte, which the embedding reads in f32.
+  const size_t cached = size_t(10 * c.n_layer + 1);
+  reset_cast_count();
+  m.loss(idx, tgt).backward();
+  const uint64_t first = cast_count();
+  CHECK(m.precision_policy().weight_cache().size() == cached);
+  reset_cast_count();
+  m.loss(idx, tgt).backward();
+  const uint64_t second = cast_count();
+  CHECK(first - second == cached);
+  // An update of lm_head alone: it is cast again, nothing else is.
+  m.lm_head.weight.copy_(m.lm_head.weight.detach());
+  reset_cast_count();
+  m.loss(idx, tgt).backward();
+  CHECK(cast_count() == second + 1);
 }

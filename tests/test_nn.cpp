@@ -221,7 +221,7 @@ TEST_CASE("nn: the same seed gives the same weights, on every device") {
   CHECK(stddev(big.transformer.h[0].mlp.c_proj.weight) == doctest::Approx(0.01).epsilon(0.03));
   CHECK(stddev(big.transformer.h[1].attn.c_proj.weight) == doctest::Approx(0.01).epsilon(0.05));
   CHECK(stddev(big.transformer.h[0].attn.c_attn.bias) == 0);
-  CHECK(big.transformer.ln_f.weight.to_vector<float>() == std::vector<float>(64, 1.0f));
+  CHECK(big.transformer.ln_f->weight.to_vector<float>() == std::vector<float>(64, 1.0f));
 }
 
 // ---------------------------------------------------------------- layers
@@ -265,7 +265,7 @@ TEST_CASE("nn: GPT config validation, presets and JSON") {
   c = small_config();
   c.block_size = 0;
   CHECK_THROWS_WITH_AS(GPT{c}, doctest::Contains("block_size must be positive"), Error);
-  CHECK_THROWS_WITH_AS(GPTConfig::preset("huge"), doctest::Contains("tiny, small, char, nanogpt-cpu, gpt2"), Error);
+  CHECK_THROWS_WITH_AS(GPTConfig::preset("huge"), doctest::Contains("tiny, small, char, nanogpt-cpu, speedrun-small, gpt2"), Error);
   GPTConfig g = GPTConfig::preset("gpt2");
   CHECK(g.vocab_size == 50304);
   CHECK(g.block_size == 1024);
@@ -435,4 +435,207 @@ TEST_CASE("nn: generation on the sim device gives the tokens of the cpu") {
   Tensor out = m.generate(prompt.to(Device::sim()), 6, 1.0, 0, 5);
   CHECK(out.device() == Device::sim());
   CHECK(out.to_vector<int64_t>() == on_cpu);
+}
+
+// ---------------------------------------------------------------- the modern block's switches
+
+namespace {
+
+// small_config() with one switch of the modern block set by `set`, named `name`.
+struct Switch {
+  const char* name;
+  void (*set)(GPTConfig&);
+};
+
+const Switch kSwitches[] = {
+    {"rope", [](GPTConfig& c) { c.rope = true; }},
+    {"rms_norm", [](GPTConfig& c) { c.norm = NormKind::rms_norm; }},
+    {"norm_weight false", [](GPTConfig& c) { c.norm_weight = false; }},
+    {"squared_relu", [](GPTConfig& c) { c.activation = Activation::squared_relu; }},
+    {"swiglu", [](GPTConfig& c) { c.activation = Activation::swiglu; }},
+    {"qk_norm", [](GPTConfig& c) { c.qk_norm = true; }},
+    {"untied", [](GPTConfig& c) { c.tie_embeddings = false; }},
+    {"softcap", [](GPTConfig& c) { c.logit_softcap = 0.5; }},
+    {"speedrun-small's switches", [](GPTConfig& c) {
+       GPTConfig s = GPTConfig::preset("speedrun-small");  // its switches at c's sizes
+       s.vocab_size = c.vocab_size;
+       s.block_size = c.block_size;
+       s.n_layer = c.n_layer;
+       s.n_head = c.n_head;
+       s.n_embd = c.n_embd;
+       c = s;
+     }},
+};
+
+GPTConfig with_switch(const Switch& s) {
+  GPTConfig c = small_config();
+  s.set(c);
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("nn: the modern switches keep nanoGPT's names and name what is new") {
+  GPTConfig c = small_config(/*bias=*/false);
+  c.rope = true;
+  c.norm = NormKind::rms_norm;
+  c.norm_weight = false;
+  c.tie_embeddings = false;
+  GPT m(c);
+  const std::vector<std::string> names = names_of(m.named_parameters());
+  // No wpe, no norm parameters, no biases: wte, four matrices a block, and lm_head on its own.
+  REQUIRE(names.size() == 1 + 2 * 4 + 1);
+  CHECK(names.front() == "transformer.wte.weight");
+  CHECK(names[1] == "transformer.h.0.attn.c_attn.weight");
+  CHECK(names.back() == "lm_head.weight");
+  CHECK(m.lm_head.weight.id() != m.transformer.wte.weight.id());
+  CHECK(m.state_dict().size() == names.size());  // no second name for an untied head
+  CHECK_FALSE(m.transformer.wpe.has_value());
+  CHECK(m.num_params(true) == m.num_params());  // no position embeddings to leave out
+
+  c = small_config();
+  c.activation = Activation::swiglu;
+  c.norm = NormKind::rms_norm;
+  GPT s(c);
+  const NamedTensors p = s.named_parameters();
+  // SwiGLU's gate beside c_fc; hidden width 8 * 16 / 3 rounded up to a multiple of 64.
+  CHECK(find(p, "transformer.h.0.mlp.c_gate.weight").shape() == Shape{64, 16});
+  CHECK(find(p, "transformer.h.0.mlp.c_fc.weight").shape() == Shape{64, 16});
+  CHECK(find(p, "transformer.h.0.mlp.c_proj.weight").shape() == Shape{16, 64});
+  CHECK(find(p, "transformer.h.0.ln_1.weight").shape() == Shape{16});  // RMSNorm: a weight, no bias
+  for (const auto& n : names_of(p)) CHECK(n.find("ln_1.bias") == std::string::npos);
+  CHECK(mlp_hidden_size(768, Activation::swiglu) == 2048);
+  CHECK(mlp_hidden_size(128, Activation::swiglu) == 384);
+  CHECK(mlp_hidden_size(128, Activation::squared_relu) == 512);
+
+  // The preset against tools/torch_gpt_reference.py's count.
+  CHECK(GPT(GPTConfig::preset("speedrun-small")).num_params() == 851968);
+}
+
+TEST_CASE("nn: GPT config JSON: a default model's reads as before, switches round-trip, bad ones are named") {
+  const GPTConfig d = small_config();
+  const nlohmann::json j = d.to_json();
+  CHECK(j.size() == 7);  // exactly the fields older lathe writes and reads
+  for (const Switch& s : kSwitches) {
+    INFO(s.name);
+    const GPTConfig c = with_switch(s);
+    CHECK(GPTConfig::from_json(c.to_json()) == c);
+    CHECK(c.to_json().size() > 7);
+  }
+  GPTConfig base = GPTConfig::from_json(j);
+  CHECK(base == d);
+  CHECK_FALSE(base.rope);
+  CHECK(base.rope_base == 10000.0);
+  CHECK(base.norm == NormKind::layer_norm);
+  CHECK(base.activation == Activation::gelu_tanh);
+  CHECK(base.tie_embeddings);
+  CHECK(base.logit_softcap == 0.0);
+
+  auto error_with = [&](const char* field, const nlohmann::json& value) {
+    nlohmann::json bad = j;
+    bad[field] = value;
+    try {
+      GPTConfig::from_json(bad);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(error_with("norm", "batch_norm").find("\"norm\" must be one of \"layer_norm\", \"rms_norm\", got \"batch_norm\"") !=
+        std::string::npos);
+  CHECK(error_with("activation", 3).find("\"activation\" must be one of \"gelu_tanh\", \"squared_relu\", \"swiglu\"") !=
+        std::string::npos);
+  CHECK(error_with("rope", "yes").find("\"rope\" must be true or false") != std::string::npos);
+  CHECK(error_with("logit_softcap", -1).find("logit_softcap must be 0 (off) or a positive cap, got -1") !=
+        std::string::npos);
+  CHECK(error_with("rope_base", "big").find("\"rope_base\" must be a number") != std::string::npos);
+  nlohmann::json odd = j;
+  odd["rope"] = true;
+  odd["rope_base"] = 0.5;
+  CHECK_THROWS_WITH_AS(GPTConfig::from_json(odd), doctest::Contains("rope_base must be finite and above 1, got 0.5"),
+                       Error);
+  odd["rope_base"] = 10000;
+  odd["n_embd"] = 18;
+  odd["n_head"] = 2;  // head size 9
+  CHECK_THROWS_WITH_AS(GPTConfig::from_json(odd), doctest::Contains("rope needs an even head size"), Error);
+}
+
+TEST_CASE("nn: every switch: generation with the KV cache gives the tokens of generation without it") {
+  const Tensor prompt = tokens({3, 1, 4, 1, 5, 9}, 2);  // B = 2, T = 3
+  for (const Switch& s : kSwitches) {
+    INFO(s.name);
+    GPT m(with_switch(s), 31);
+    // 12 new tokens overflow block_size 8: the cached path falls back to the cropped window.
+    for (auto [temperature, top_k] : {std::pair{1.0, int64_t(0)}, {0.0, int64_t(0)}}) {
+      Tensor a = m.generate(prompt, 12, temperature, top_k, /*seed=*/42);
+      Tensor b = m.generate_nocache(prompt, 12, temperature, top_k, /*seed=*/42);
+      CHECK(a.to_vector<int64_t>() == b.to_vector<int64_t>());
+    }
+    // Greedy decoding's first token is the argmax of the forward pass.
+    Tensor greedy = m.generate(prompt, 1, 0.0);
+    CHECK(greedy.select(1, 3).to_vector<int64_t>() == argmax(m.forward(prompt).logits.select(1, 2), -1).to_vector<int64_t>());
+  }
+}
+
+TEST_CASE("nn: every switch: GPT gradients match finite differences (f64)") {
+  for (const Switch& s : kSwitches) {
+    INFO(s.name);
+    GPTConfig cfg = with_switch(s);
+    cfg.vocab_size = 11;
+    cfg.n_embd = 8;
+    cfg.block_size = 5;
+    GPT m(cfg, 21);
+    m.to(DType::f64);
+    {
+      NoGradGuard ng;  // norm weights away from 1
+      for (auto& [n, p] : m.named_parameters())
+        if (p.dim() == 1) p.copy_(add(p, mul(Tensor::randn(p.shape(), 5, 0, DType::f64), 0.1)));
+    }
+    Tensor idx = tokens({1, 5, 3, 9, 0, 2, 2, 7}, 2), tgt = tokens({5, 3, 9, 10, 2, 7, 1, 1}, 2);
+    auto loss_of = [&]() {
+      NoGradGuard ng;
+      return m.forward(idx, tgt).loss.item();
+    };
+    m.zero_grad();
+    m.forward(idx, tgt).loss.backward();
+    // Three elements of every parameter, by central differences.
+    const double eps = 1e-6;
+    for (const auto& [name, p] : m.named_parameters()) {
+      std::vector<double> grad = p.grad().to_vector<double>();
+      double* data = p.data<double>();
+      for (int64_t i : {int64_t(0), p.numel() / 3, p.numel() - 1}) {
+        const double orig = data[i];
+        data[i] = orig + eps;
+        const double up = loss_of();
+        data[i] = orig - eps;
+        const double down = loss_of();
+        data[i] = orig;
+        const double fd = (up - down) / (2 * eps);
+        INFO(name, "[", i, "]: autograd ", grad[size_t(i)], ", finite difference ", fd);
+        CHECK(std::abs(fd - grad[size_t(i)]) <= 1e-6 + 1e-4 * std::abs(fd));
+      }
+    }
+  }
+}
+
+TEST_CASE("nn: attention with rotary embeddings and QK-norm: queries after a KV cache give the full forward's outputs") {
+  // Generation's token comparison cannot see a wrong rotary offset in a fresh model (its logits
+  // hardly depend on position); the attention outputs can.
+  const int64_t C = 16, H = 2, T = 6;
+  auto tables = std::make_shared<const RotaryTables>(8, C / H, 10000.0);
+  for (bool qk_norm : {false, true}) {
+    INFO("qk_norm ", qk_norm);
+    CausalSelfAttention attn(C, H, /*bias=*/true, 0.0, std::make_shared<Generator>(1), {}, tables, qk_norm);
+    NoGradGuard no_grad;
+    attn.c_attn.weight.copy_(Tensor::randn(attn.c_attn.weight.shape(), 3));
+    attn.c_proj.weight.copy_(Tensor::randn(attn.c_proj.weight.shape(), 4));
+    const Tensor x = Tensor::randn({2, T, C}, 5);
+    const Tensor full = attn.forward(x);
+    KVCache cache;
+    cache.capacity = T;
+    const Tensor first = attn.forward(x.narrow(1, 0, 4), &cache);  // positions 0..3, then 4..5
+    const Tensor rest = attn.forward(x.narrow(1, 4, 2), &cache);
+    // f32 tolerance relative to the outputs' largest magnitude (tens: the weights are N(0, 1)).
+    CHECK(max_abs_diff(cat({first, rest}, 1), full) <= 1e-5 * max(abs(full)).item());
+  }
 }

@@ -56,6 +56,22 @@ Tensor adam_step(const std::vector<Tensor>& v, bool decoupled, double weight_dec
   return cat({p.reshape({-1}), m.reshape({-1}), s.reshape({-1})});
 }
 
+// Rotary embeddings at positions pos0 .. pos0 + T - 1 of x [B, H, T, D] (base 10000), with the
+// angle tables built as the generator builds them: in f64, then rounded to x's compute type.
+Tensor rope_at(const Tensor& x, int64_t pos0) {
+  const int64_t T = x.size(2), half = x.size(3) / 2;
+  std::vector<double> c, s;
+  for (int64_t t = pos0; t < pos0 + T; ++t)
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = double(t) * std::pow(10000.0, -double(2 * i) / double(2 * half));
+      c.push_back(std::cos(angle));
+      s.push_back(std::sin(angle));
+    }
+  const DType table = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  auto place = [&](const std::vector<double>& v) { return Tensor::from_vector(v, {T, half}).to(table).to(x.device()); };
+  return rope(x, place(c), place(s));
+}
+
 // softmax(q k^T / sqrt(head size) + causal mask) v of the inputs q, k, v.
 Tensor attention(const std::vector<Tensor>& v) {
   return causal_attention(v[0], v[1], v[2], 1.0 / std::sqrt(double(v[0].size(3))));
@@ -105,6 +121,8 @@ const std::vector<Case>& cases() {
       {"sigmoid", [](auto& v) { return sigmoid(v[0]); }, kTranscend},
       {"silu", [](auto& v) { return silu(v[0]); }, kTranscend},
       {"gelu_erf", [](auto& v) { return gelu_erf(v[0]); }, kTranscend},
+      {"squared_relu", [](auto& v) { return squared_relu(v[0]); }},
+      {"softcap", [](auto& v) { return softcap(v[0], 2.0); }, kTranscend},
       {"abs", [](auto& v) { return abs(v[0]); }, kExact, true},
       {"square", [](auto& v) { return square(v[0]); }},
       {"clamp", [](auto& v) { return clamp(v[0], -0.5, 0.5); }, kExact, true},
@@ -182,6 +200,10 @@ const std::vector<Case>& cases() {
       {"layer_norm_affine", [](auto& v) { return layer_norm(v[0], v[1], v[2], 1e-5); }, kTranscend, false, kSums},
       {"layer_norm_plain", [](auto& v) { return layer_norm(v[0], Tensor(), Tensor(), 1e-5); }, kTranscend, false,
        kSums},
+      {"rms_norm_weight", [](auto& v) { return rms_norm(v[0], v[1], 1e-5); }, kTranscend, false, kSums},
+      {"rms_norm_plain", [](auto& v) { return rms_norm(v[0], Tensor(), 1e-5); }, kTranscend, false, kSums},
+      {"rope", [](auto& v) { return rope_at(v[0], 3); }, kTranscend, false, kSums},
+      {"rope_strided", [](auto& v) { return rope_at(v[0].transpose(1, 2), 0); }, kTranscend, false, kSums},
       {"embedding", [](auto& v) { return embedding(v[0], v[1]); }, kExact, false, kSums},
       {"cross_entropy", [](auto& v) { return cross_entropy(v[0], v[1]); }, kTranscend, false, kSums},
       {"cross_entropy_3d", [](auto& v) { return cross_entropy(v[0], v[1].to(DType::i32)); }, kTranscend, false,

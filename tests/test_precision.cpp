@@ -173,6 +173,58 @@ TEST_CASE("precision: bf16 and fp16 forward and backward give f32 gradients clos
   }
 }
 
+TEST_CASE("precision: the modern block in bf16 and fp16 gives f32 gradients close to f32's") {
+  // The speedrun combination (RoPE, RMSNorm without weights, ReLU^2, QK-norm, untied head, soft
+  // cap), and SwiGLU with weighted RMSNorm: every new op in 16 bits, forward and backward.
+  nn::GPTConfig speedrun = small_config();
+  speedrun.bias = false;
+  speedrun.rope = true;
+  speedrun.norm = nn::NormKind::rms_norm;
+  speedrun.norm_weight = false;
+  speedrun.activation = nn::Activation::squared_relu;
+  speedrun.qk_norm = true;
+  speedrun.tie_embeddings = false;
+  speedrun.logit_softcap = 30.0;
+  nn::GPTConfig swiglu = small_config();
+  swiglu.norm = nn::NormKind::rms_norm;
+  swiglu.activation = nn::Activation::swiglu;
+  for (const nn::GPTConfig& config : {speedrun, swiglu}) {
+    for (const Device device : {Device::cpu(), Device::parse("sim")}) {
+      nn::GPT ref(config, 7, device);
+      Tensor idx = Tensor::randint(0, 64, {2, 16}, 1, 0, DType::i64, device);
+      Tensor tgt = Tensor::randint(0, 64, {2, 16}, 2, 0, DType::i64, device);
+      nn::GPTOutput r = ref.forward(idx, tgt);
+      r.loss.backward();
+      for (auto [p, tol] : {std::pair{nn::Precision::bf16, 0.05}, std::pair{nn::Precision::fp16, 0.01}}) {
+        INFO(config.to_json().dump(), " in ", nn::precision_name(p), " on ", device.str());
+        nn::GPT m(config, 7, device);
+        m.set_precision(p);
+        nn::GPTOutput out = m.forward(idx, tgt);
+        // Soft-capped or not, the logits are in the loss class: bf16 into the classifier, fp16's f32.
+        CHECK(out.logits.dtype() == m.precision_policy().dtype(nn::OpClass::loss));
+        CHECK(std::abs(out.loss.item() - r.loss.item()) < 0.02);
+        // The training forward (the logits handed to the classifier) gives the same loss, to the bit.
+        CHECK(m.loss(idx, tgt).item() == out.loss.item());
+        CHECK(rel_diff(out.logits, r.logits) < tol);
+        out.loss.backward();
+        const auto a = m.named_parameters(), b = ref.named_parameters();
+        for (size_t i = 0; i < a.size(); ++i) {
+          INFO(a[i].first);
+          REQUIRE(a[i].second.grad().defined());
+          CHECK(a[i].second.grad().dtype() == DType::f32);
+          CHECK(rel_diff(a[i].second.grad(), b[i].second.grad()) < 4 * tol);
+        }
+      }
+    }
+    // Generation in 16 bits: rotary embeddings at the cache's positions, the same tokens.
+    nn::GPT m(config, 3);
+    m.set_precision(nn::Precision::bf16);
+    Tensor idx = Tensor::randint(0, 64, {1, 3}, 5, 0, DType::i64);
+    CHECK(m.generate(idx, 20, 0.0, 0, 1, true).to_vector<int64_t>() ==
+          m.generate(idx, 20, 0.0, 0, 1, false).to_vector<int64_t>());
+  }
+}
+
 TEST_CASE("precision: generation with a KV cache runs in 16 bits and matches the uncached path") {
   nn::GPT m(small_config(), 3);
   m.set_precision(nn::Precision::bf16);

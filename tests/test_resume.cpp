@@ -127,6 +127,46 @@ TEST_CASE("resume: bitwise identical to the run that never stopped, for every op
   }
 }
 
+TEST_CASE("resume: every switch of the modern block, alone and together, resumes bitwise") {
+  // The switches as a config file gives them (nn/gpt.h), the last the speedrun-small preset's.
+  const char* const switches[] = {
+      R"("rope": true)",
+      R"("norm": "rms_norm")",
+      R"("norm": "rms_norm", "norm_weight": false)",
+      R"("activation": "squared_relu")",
+      R"("activation": "swiglu")",
+      R"("qk_norm": true)",
+      R"("tie_embeddings": false)",
+      R"("logit_softcap": 2.0)",
+      R"("bias": false, "rope": true, "norm": "rms_norm", "norm_weight": false, "activation": "squared_relu",
+         "qk_norm": true, "tie_embeddings": false, "logit_softcap": 30.0)",
+  };
+  int i = 0;
+  for (const char* fields : switches) {
+    INFO(fields);
+    TempDir d("modern_" + std::to_string(i++));
+    TrainOptions o = small_run(d, "adamw", "cpu");
+    std::ofstream(d.path / "model.json") << R"({"vocab_size": 256, "block_size": 16, "n_layer": 1, "n_head": 2, )"
+                                         << R"("n_embd": 32, "dropout": 0.1, "batch": 4, )" << fields << "}";
+    Trainer(o).run(nullptr);
+    const fs::path full = o.out, part = d.path / "part";
+    fs::create_directories(part);
+    fs::copy_file(checkpoint_path(full.string(), 4), checkpoint_path(part.string(), 4));
+    fs::copy_file(full / "metrics.jsonl", part / "metrics.jsonl");  // the resume cuts it back to step 4
+    resume(part);
+    const auto a = read_jsonl(full / "metrics.jsonl"), b = read_jsonl(part / "metrics.jsonl");
+    REQUIRE(a.size() == b.size());
+    for (size_t k = 0; k < a.size(); ++k) {
+      INFO("metrics line ", k);
+      CHECK(a[k]["loss"].get<double>() == b[k]["loss"].get<double>());
+      CHECK(a[k].value("val_loss", -1.0) == b[k].value("val_loss", -1.0));
+    }
+    CHECK(a.back()["loss"].get<double>() < a.front()["loss"].get<double>());  // it learns
+    CHECK(tensor_sums(checkpoint_path(full.string(), 12)) == tensor_sums(checkpoint_path(part.string(), 12)));
+    CHECK(tensor_sums((full / "model.safetensors").string()) == tensor_sums((part / "model.safetensors").string()));
+  }
+}
+
 TEST_CASE("resume: more steps continue the run, changed settings are refused by name") {
   TempDir d("settings");
   TrainOptions o = small_run(d, "adamw", "cpu");

@@ -34,6 +34,21 @@ therefore small random values, not zeros, and LayerNorm weights stay 1.
 as well (lathe's GPT with bias=false has no LayerNorm biases either, as nanoGPT; the default keeps
 the draws of the golden files). Any floating dtype works: `model.double()` is how the goldens get
 float64 references.
+
+The modern block's switches, lathe's GPTConfig fields under the same names (nn/gpt.h); off, the model
+is the one above, with the same draws:
+  rope=True (rope_base=10000.0): rotary embeddings on q and k in the rotate-half convention (Llama's
+      rotate_half: out = (x1 cos - x2 sin, x2 cos + x1 sin) for the halves x1, x2 of a head vector,
+      angle t * base^(-2i / head_size)); no `wpe`. The angles are computed in float64 and rounded to
+      the model's dtype, as lathe does;
+  norm="rms_norm": RMSNorm (x * rsqrt(mean(x^2) + 1e-5) * weight) for every LayerNorm;
+      norm_weight=False drops the norms' weights (RMSNorm as modded-nanogpt);
+  activation="squared_relu" (relu(x)^2) or "swiglu" (c_proj(silu(c_gate(x)) * c_fc(x)), hidden
+      width 8 n_embd / 3 rounded up to a multiple of 64);
+  qk_norm=True: RMSNorm (no weight) of each head's q and k, after the rotary embeddings;
+  tie_embeddings=False: lm_head.weight a parameter of its own;
+  logit_softcap=C > 0: logits = C * tanh(logits / C).
+New modules are built after the ones they sit beside (c_gate after c_fc), so their draws follow.
 """
 import math
 import os
@@ -53,17 +68,73 @@ PRESETS = {
     "gpt2": ((50304, 1024, 12, 12, 768), 4),
     # nanoGPT's "I only have a MacBook" recipe: no biases anywhere (nanoGPT's bias=False)
     "nanogpt-cpu": ((256, 64, 4, 4, 128), 12, {"bias": False, "ln_bias": False}),
+    # the block of nanochat and the modded-nanogpt speedrun at small's size (nn/gpt_config.cpp)
+    "speedrun-small": ((256, 128, 4, 4, 128), 16, {
+        "bias": False, "ln_bias": False, "rope": True, "norm": "rms_norm", "norm_weight": False,
+        "activation": "squared_relu", "qk_norm": True, "tie_embeddings": False, "logit_softcap": 30.0}),
 }
 
 
+def mlp_hidden_size(n_embd, activation):
+    """4 n_embd, or for SwiGLU 8 n_embd / 3 rounded up to a multiple of 64 (nn/block.h)."""
+    if activation != "swiglu":
+        return 4 * n_embd
+    hidden = -(-8 * n_embd // 3)  # ceil(8 n_embd / 3)
+    return -(-hidden // 64) * 64
+
+
+def rms_norm(x, weight=None, eps=1e-5):
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return y if weight is None else y * weight
+
+
+class RMSNorm(nn.Module):
+    """RMSNorm over the last dim, its weight (if any) named as nn.LayerNorm's."""
+
+    def __init__(self, dim, weight=True):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim)) if weight else None
+
+    def forward(self, x):
+        return rms_norm(x, self.weight)
+
+
+def make_norm(n_embd, norm, norm_weight, ln_bias):
+    if norm == "rms_norm":
+        return RMSNorm(n_embd, weight=norm_weight)
+    if norm != "layer_norm":
+        raise ValueError(f"norm must be layer_norm or rms_norm, got {norm!r}")
+    ln = nn.LayerNorm(n_embd, elementwise_affine=True)
+    if not norm_weight:
+        ln.weight = None
+    if not ln_bias:
+        ln.bias = None
+    return ln
+
+
+def rotary_tables(T, head_size, base, dtype, device):
+    """cos and sin [T, head_size / 2] of positions 0 .. T-1, computed in float64."""
+    inv_freq = base ** (-torch.arange(0, head_size, 2, dtype=torch.float64) / head_size)
+    angles = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]
+    return angles.cos().to(dtype=dtype, device=device), angles.sin().to(dtype=dtype, device=device)
+
+
+def apply_rotary(x, cos, sin):
+    """x [B, H, T, D] turned in the rotate-half convention."""
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+
 class CausalSelfAttention(nn.Module):
-    def __init__(self, n_embd, n_head, bias):
+    def __init__(self, n_embd, n_head, bias, rope=False, rope_base=10000.0, qk_norm=False):
         super().__init__()
         if n_embd % n_head:
             raise ValueError(f"n_embd ({n_embd}) must be a multiple of n_head ({n_head})")
         self.n_head = n_head
         self.c_attn = nn.Linear(n_embd, 3 * n_embd, bias=bias)
         self.c_proj = nn.Linear(n_embd, n_embd, bias=bias)
+        self.rope, self.rope_base, self.qk_norm = rope, rope_base, qk_norm
 
     def forward(self, x):
         B, T, C = x.shape
@@ -73,6 +144,11 @@ class CausalSelfAttention(nn.Module):
             return t.view(B, T, self.n_head, hd).transpose(1, 2)
 
         q, k, v = (heads(t) for t in self.c_attn(x).split(C, dim=2))
+        if self.rope:
+            cos, sin = rotary_tables(T, hd, self.rope_base, x.dtype, x.device)
+            q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        if self.qk_norm:
+            q, k = rms_norm(q), rms_norm(k)
         scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
         future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(diagonal=1)
         probs = scores.masked_fill(future, float("-inf")).softmax(dim=-1)
@@ -81,26 +157,37 @@ class CausalSelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, n_embd, bias):
+    def __init__(self, n_embd, bias, activation="gelu_tanh"):
         super().__init__()
-        self.c_fc = nn.Linear(n_embd, 4 * n_embd, bias=bias)
-        self.c_proj = nn.Linear(4 * n_embd, n_embd, bias=bias)
+        if activation not in ("gelu_tanh", "squared_relu", "swiglu"):
+            raise ValueError(f"activation must be gelu_tanh, squared_relu or swiglu, got {activation!r}")
+        hidden = mlp_hidden_size(n_embd, activation)
+        self.activation = activation
+        self.c_fc = nn.Linear(n_embd, hidden, bias=bias)
+        if activation == "swiglu":
+            self.c_gate = nn.Linear(n_embd, hidden, bias=bias)
+        self.c_proj = nn.Linear(hidden, n_embd, bias=bias)
 
     def forward(self, x):
-        return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
+        h = self.c_fc(x)
+        if self.activation == "squared_relu":
+            h = F.relu(h).square()
+        elif self.activation == "swiglu":
+            h = F.silu(self.c_gate(x)) * h
+        else:
+            h = F.gelu(h, approximate="tanh")
+        return self.c_proj(h)
 
 
 class Block(nn.Module):
-    def __init__(self, n_embd, n_head, bias, ln_bias):
+    def __init__(self, n_embd, n_head, bias, ln_bias, norm="layer_norm", norm_weight=True,
+                 activation="gelu_tanh", rope=False, rope_base=10000.0, qk_norm=False):
         super().__init__()
         # Registration order (ln_1, attn, ln_2, mlp) fixes both the parameter order and the draws.
-        self.ln_1 = nn.LayerNorm(n_embd, elementwise_affine=True)
-        self.attn = CausalSelfAttention(n_embd, n_head, bias)
-        self.ln_2 = nn.LayerNorm(n_embd, elementwise_affine=True)
-        self.mlp = MLP(n_embd, bias)
-        if not ln_bias:
-            self.ln_1.bias = None
-            self.ln_2.bias = None
+        self.ln_1 = make_norm(n_embd, norm, norm_weight, ln_bias)
+        self.attn = CausalSelfAttention(n_embd, n_head, bias, rope, rope_base, qk_norm)
+        self.ln_2 = make_norm(n_embd, norm, norm_weight, ln_bias)
+        self.mlp = MLP(n_embd, bias, activation)
 
     def forward(self, x):
         x = x + self.attn(self.ln_1(x))
@@ -108,19 +195,22 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, vocab_size, block_size, n_layer, n_head, n_embd, bias=True, ln_bias=True):
+    def __init__(self, vocab_size, block_size, n_layer, n_head, n_embd, bias=True, ln_bias=True, rope=False,
+                 rope_base=10000.0, norm="layer_norm", norm_weight=True, activation="gelu_tanh", qk_norm=False,
+                 tie_embeddings=True, logit_softcap=0.0):
         super().__init__()
         self.block_size = block_size
-        self.transformer = nn.ModuleDict({
-            "wte": nn.Embedding(vocab_size, n_embd),
-            "wpe": nn.Embedding(block_size, n_embd),
-            "h": nn.ModuleList(Block(n_embd, n_head, bias, ln_bias) for _ in range(n_layer)),
-            "ln_f": nn.LayerNorm(n_embd),
-        })
-        if not ln_bias:
-            self.transformer.ln_f.bias = None
+        self.logit_softcap = logit_softcap
+        modules = {"wte": nn.Embedding(vocab_size, n_embd)}
+        if not rope:
+            modules["wpe"] = nn.Embedding(block_size, n_embd)
+        modules["h"] = nn.ModuleList(Block(n_embd, n_head, bias, ln_bias, norm, norm_weight, activation, rope,
+                                           rope_base, qk_norm) for _ in range(n_layer))
+        modules["ln_f"] = make_norm(n_embd, norm, norm_weight, ln_bias)
+        self.transformer = nn.ModuleDict(modules)
         self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
-        self.lm_head.weight = self.transformer.wte.weight  # tied: one tensor under two names
+        if tie_embeddings:
+            self.lm_head.weight = self.transformer.wte.weight  # tied: one tensor under two names
         with torch.no_grad():
             for name, p in self.named_parameters():  # distinct tensors only: lm_head is skipped
                 if p.dim() == 2 or name.endswith("bias"):
@@ -132,11 +222,14 @@ class GPT(nn.Module):
         T = idx.shape[1]
         if T > self.block_size:
             raise ValueError(f"sequence length {T} exceeds block_size {self.block_size}")
-        pos = torch.arange(T, device=idx.device)
-        x = self.transformer.wte(idx) + self.transformer.wpe(pos)
+        x = self.transformer.wte(idx)
+        if "wpe" in self.transformer:
+            x = x + self.transformer.wpe(torch.arange(T, device=idx.device))
         for block in self.transformer.h:
             x = block(x)
         logits = self.lm_head(self.transformer.ln_f(x))
+        if self.logit_softcap > 0:
+            logits = self.logit_softcap * torch.tanh(logits / self.logit_softcap)
         if targets is None:
             return logits, None
         # nanoGPT's ignore_index: a target of -1 is a position the loss leaves out.

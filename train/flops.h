@@ -4,7 +4,8 @@
 //   6 * N          every weight takes part in one multiply-add forward (2 flops) and two backward
 //                  (gradient of the input and of the weight: 4 flops); N counts the parameters
 //                  that multiply, i.e. all of them except the position embeddings, which are only
-//                  looked up (the tied token embedding counts once: it multiplies in lm_head);
+//                  looked up (the tied token embedding counts once: it multiplies in lm_head;
+//                  an untied one is only looked up, and its lm_head counts instead);
 //   12 * L * C * T attention scores q.k^T and the weighted sum att.v, 2 * T * C flops each per
 //                  layer and token forward (the full T x T product, as a dense kernel computes
 //                  it), times 3 for forward + backward.

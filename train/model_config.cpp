@@ -15,7 +15,7 @@ namespace lathe::train {
 namespace {
 
 int64_t preset_batch(const std::string& name) {
-  if (name == "small") return 16;
+  if (name == "small" || name == "speedrun-small") return 16;
   if (name == "gpt2") return 4;
   if (name == "nanogpt-cpu") return 12;
   return 8;  // tiny, char
@@ -33,11 +33,15 @@ std::string preset_list() {
   return all;
 }
 
-// The keys a config file may hold: GPTConfig's fields and the benchmark batch.
+// The keys a config file may hold: GPTConfig's fields and the benchmark batch, by JSON type.
 const char* const kIntegerFields[] = {"vocab_size", "block_size", "n_layer", "n_head", "n_embd", "batch"};
+const char* const kBoolFields[] = {"bias", "rope", "norm_weight", "qk_norm", "tie_embeddings"};
+const char* const kNumberFields[] = {"dropout", "rope_base", "logit_softcap"};
+const char* const kStringFields[] = {"norm", "activation"};
 
-bool is_integer_field(const std::string& key) {
-  for (const char* f : kIntegerFields)
+template <size_t N>
+bool one_of(const std::string& key, const char* const (&fields)[N]) {
+  for (const char* f : fields)
     if (key == f) return true;
   return false;
 }
@@ -48,18 +52,22 @@ void check_config_fields(const nlohmann::json& j, const std::string& path) {
   LATHE_CHECK(j.is_object(), "--config ", path, ": expected a JSON object, got ", serialize::quote_json(j));
   for (const auto& [key, value] : j.items()) {
     const std::string field = serialize::quote_json(key);
-    if (is_integer_field(key)) {
+    if (one_of(key, kIntegerFields)) {
       LATHE_CHECK(value.is_number(), "--config ", path, ": field ", field, " must be an integer, got ",
                   serialize::quote_json(value));
-    } else if (key == "bias") {
-      LATHE_CHECK(value.is_boolean(), "--config ", path, ": field \"bias\" must be true or false, got ",
+    } else if (one_of(key, kBoolFields)) {
+      LATHE_CHECK(value.is_boolean(), "--config ", path, ": field ", field, " must be true or false, got ",
                   serialize::quote_json(value));
-    } else if (key == "dropout") {
-      LATHE_CHECK(value.is_number(), "--config ", path, ": field \"dropout\" must be a number, got ",
+    } else if (one_of(key, kNumberFields)) {
+      LATHE_CHECK(value.is_number(), "--config ", path, ": field ", field, " must be a number, got ",
+                  serialize::quote_json(value));
+    } else if (one_of(key, kStringFields)) {
+      LATHE_CHECK(value.is_string(), "--config ", path, ": field ", field, " must be a string, got ",
                   serialize::quote_json(value));
     } else {
       LATHE_FAIL("--config ", path, ": unknown field ", field,
-                 " (known: vocab_size, block_size, n_layer, n_head, n_embd, bias, dropout, batch)");
+                 " (known: vocab_size, block_size, n_layer, n_head, n_embd, bias, dropout, rope, rope_base, norm, "
+                 "norm_weight, activation, qk_norm, tie_embeddings, logit_softcap, batch)");
     }
   }
 }
@@ -100,13 +108,24 @@ int64_t physical_memory_bytes() {
 
 int64_t checked_param_count(const nn::GPTConfig& c, const std::string& what) {
   const int64_t E = c.n_embd;
-  // Per block: two LayerNorms (2E each), c_attn (3E x E + 3E), attn c_proj (E x E + E), c_fc
-  // (4E x E + 4E), mlp c_proj (E x 4E + E): 12 E^2 + 13 E (biases counted; an upper bound without).
+  // Per block: two norms (2E each), c_attn (3E x E + 3E), attn c_proj (E x E + E), then the MLP:
+  // c_fc (hidden x E + hidden), with SwiGLU c_gate likewise, and c_proj (E x hidden + E). Biases and
+  // norm weights are counted: an upper bound without them.
   const int64_t e2 = mul(E, E, what, "n_embd", "n_embd");
-  const int64_t block = add(mul(12, e2, what, "12", "n_embd^2"), mul(13, E, what, "13", "n_embd"), what, "n_embd");
+  // E^2 fits, so E < 2^32 and the hidden width (at most 4E) cannot overflow.
+  const int64_t hidden = nn::mlp_hidden_size(E, c.activation);
+  const int64_t mlp_in = c.activation == nn::Activation::swiglu ? 2 : 1;  // c_fc, and SwiGLU's c_gate
+  const int64_t mlp_matrix = mul(hidden, E, what, "the MLP width", "n_embd");
+  int64_t mlp = mul(mlp_in + 1, mlp_matrix, what, "the MLP's matrices", "their size");
+  mlp = add(mlp, add(mul(mlp_in, hidden, what, "the MLP's biases", "the MLP width"), E, what, "the MLP"), what,
+            "the MLP");
+  const int64_t attn_and_norms = add(mul(4, e2, what, "4", "n_embd^2"), mul(8, E, what, "8", "n_embd"), what, "n_embd");
+  const int64_t block = add(attn_and_norms, mlp, what, "the MLP");
   int64_t n = mul(c.n_layer, block, what, "n_layer", "the parameters of a block");
-  n = add(n, mul(c.vocab_size, E, what, "vocab_size", "n_embd"), what, "vocab_size");  // wte, tied to lm_head
-  n = add(n, mul(c.block_size, E, what, "block_size", "n_embd"), what, "block_size");  // wpe
+  const int64_t VE = mul(c.vocab_size, E, what, "vocab_size", "n_embd");
+  n = add(n, VE, what, "vocab_size");                                // wte (and a tied lm_head)
+  if (!c.tie_embeddings) n = add(n, VE, what, "vocab_size");         // an untied lm_head
+  if (!c.rope) n = add(n, mul(c.block_size, E, what, "block_size", "n_embd"), what, "block_size");  // wpe
   return add(n, mul(2, E, what, "2", "n_embd"), what, "ln_f");
 }
 

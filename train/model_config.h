@@ -1,6 +1,6 @@
-// Which model a program builds: `--config` names a preset (tiny, small, char, nanogpt-cpu, gpt2) or a JSON file
-// with GPTConfig's fields. The benchmark batch of each preset comes from
-// tools/torch_gpt_reference.py, so lathe and PyTorch time the same work.
+// Which model a program builds: `--config` names a preset (tiny, small, char, nanogpt-cpu,
+// speedrun-small, gpt2) or a JSON file with GPTConfig's fields. The benchmark batch of each preset
+// comes from tools/torch_gpt_reference.py, so lathe and PyTorch time the same work.
 #pragma once
 
 #include <cstdint>

@@ -2,8 +2,9 @@
 // the element type so that inner loops have no dispatch. It serves `cpu` and the `sim` devices
 // (host memory standing in for an accelerator's). Its kernels live in one file per family, under the
 // stem the CUDA backend uses too (cuda/cuda_backend.h): copy.cpp, elementwise.cpp, reduce.cpp,
-// matmul.cpp (products, linear layers), attention.cpp, norm.cpp (softmax, layer norm), tokens.cpp
-// (embedding, cross-entropy, the fused classifier), index.cpp, optim.cpp.
+// matmul.cpp (products, linear layers), attention.cpp, norm.cpp (softmax, layer norm, RMSNorm),
+// rope.cpp (rotary embeddings), tokens.cpp (embedding, cross-entropy, the fused classifier),
+// index.cpp, optim.cpp.
 //
 // Determinism: work is split into chunks whose boundaries depend only on the problem size, never
 // on the thread count, and partial results are combined in a fixed order. A run is bitwise
@@ -59,6 +60,10 @@ class CpuBackend final : public Backend {
   void layer_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& mean,
                            const Tensor& rstd, const Tensor& gy, const Tensor& gx,
                            const Tensor& gweight, const Tensor& gbias) override;
+  void rms_norm(const Tensor& x, const Tensor& weight, double eps, const Tensor& out, const Tensor& rstd) override;
+  void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& gy, const Tensor& gx,
+                         const Tensor& gweight) override;
+  void rope(const Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse, const Tensor& out) override;
   void embedding(const Tensor& weight, const Tensor& idx, const Tensor& out) override;
   void embedding_backward(const Tensor& idx, const Tensor& gout, const Tensor& gweight) override;
   void cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,

@@ -1,4 +1,4 @@
-// CPU kernels for softmax, log-softmax and layer norm, row by row over the last dim.
+// CPU kernels for softmax, log-softmax, layer norm and RMSNorm, row by row over the last dim.
 //
 // Rows are split over threads in fixed chunks (rows_per_chunk); each row is computed entirely by
 // one thread with deterministic lane sums (row_math.h), so results never depend on threads.
@@ -257,6 +257,114 @@ void CpuBackend::layer_norm_backward(const Tensor& x, const Tensor& weight, cons
       layer_norm_backward_rows<T, G, double>(xc, wc, mean, rstd, gc, gx, gweight, gbias);
     else
       layer_norm_backward_rows<T, G, float>(xc, wc, mean, rstd, gc, gx, gweight, gbias);
+  });
+}
+
+// ---------------------------------------------------------------- RMSNorm
+
+namespace {
+
+// Y: the output's element type (T, or 16-bit for an f32 input); S: the type of the saved rstd (f32,
+// or f64 for f64 inputs). The mean square accumulates in f64.
+template <class T, class Y, class S>
+void rms_norm_rows(const Tensor& x, const Tensor& weight, double eps, const Tensor& out, const Tensor& rstd) {
+  using C = typename compute_type<T>::type;
+  const Rows rows = rows_of(x);
+  const int64_t R = rows.rows, D = rows.len;  // not a structured binding: clang 14 cannot capture those
+  const auto w = widened_or<T>(weight, D, 1.0);
+  const T* px = static_cast<const T*>(x.data_ptr());
+  Y* py = static_cast<Y*>(out.data_ptr());
+  S* pr = static_cast<S*>(rstd.data_ptr());
+  parallel_split(R, rows_per_chunk(D), [&](int64_t r0, int64_t r1) {
+    WideRow<T> xin(D);
+    WideRow<Y> yout(D);
+    for (int64_t r = r0; r < r1; ++r) {
+      const C* xr = xin.read(px + r * D);
+      const double rs = 1.0 / std::sqrt(cpu::row_dot<double>(xr, xr, D) / double(D) + eps);
+      pr[r] = S(rs);
+      const C s = C(rs);
+      C* yr = yout.target(py + r * D);
+      for (int64_t i = 0; i < D; ++i) yr[i] = xr[i] * s * w[size_t(i)];
+      yout.write_back(py + r * D);
+    }
+  });
+}
+
+// With xh = x * rstd and g = gy * w:
+//   gx = rstd * (g - xh * mean(g * xh)),  gweight = sum_rows(gy * xh).
+// The weight's column sums are taken per fixed chunk of rows and the chunk partials added in
+// chunk order, as layer norm's. G: the element type of gy (the forward output's); everything else
+// is T's.
+template <class T, class G, class S>
+void rms_norm_backward_rows(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& gy,
+                            const Tensor& gx, const Tensor& gweight) {
+  using C = typename compute_type<T>::type;
+  const Rows rows = rows_of(x);
+  const int64_t R = rows.rows, D = rows.len;  // not a structured binding: clang 14 cannot capture those
+  const auto w = widened_or<T>(weight, D, 1.0);
+  const bool want_w = gweight.defined();
+  const int64_t chunk_rows = rows_per_chunk(D);
+  const int64_t chunks = (R + chunk_rows - 1) / chunk_rows;
+  std::vector<C> part_w(want_w ? size_t(chunks * D) : 0);
+
+  const T* px = static_cast<const T*>(x.data_ptr());
+  const G* pg = static_cast<const G*>(gy.data_ptr());
+  T* pgx = static_cast<T*>(gx.data_ptr());
+  const S* pr = static_cast<const S*>(rstd.data_ptr());
+  parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
+    WideRow<T> xin(D), gout(D);
+    WideRow<G> gin(D);
+    for (int64_t c = c0; c < c1; ++c) {
+      C* cw = want_w ? &part_w[size_t(c * D)] : nullptr;
+      for (int64_t r = c * chunk_rows; r < std::min(R, (c + 1) * chunk_rows); ++r) {
+        const C* xr = xin.read(px + r * D);
+        const C* gr = gin.read(pg + r * D);
+        const C rs = C(pr[r]);
+        double acc[cpu::kLanes] = {};
+        int64_t i = 0;
+        for (; i + cpu::kLanes <= D; i += cpu::kLanes)
+          for (int64_t j = 0; j < cpu::kLanes; ++j) acc[j] += double(gr[i + j] * w[size_t(i + j)] * (xr[i + j] * rs));
+        double sum_gx = cpu::sum_lanes(acc);
+        for (; i < D; ++i) sum_gx += double(gr[i] * w[size_t(i)] * (xr[i] * rs));
+        const C mean_gx = C(sum_gx / double(D));
+        C* o = gout.target(pgx + r * D);
+        for (int64_t k = 0; k < D; ++k) o[k] = rs * (gr[k] * w[size_t(k)] - (xr[k] * rs) * mean_gx);
+        gout.write_back(pgx + r * D);
+        if (cw)
+          for (int64_t k = 0; k < D; ++k) cw[k] += gr[k] * (xr[k] * rs);
+      }
+    }
+  });
+
+  if (want_w) {
+    std::vector<double> acc(size_t(D), 0.0);
+    for (int64_t c = 0; c < chunks; ++c)
+      for (int64_t k = 0; k < D; ++k) acc[size_t(k)] += double(part_w[size_t(c * D + k)]);
+    T* pd = static_cast<T*>(gweight.data_ptr());
+    for (int64_t k = 0; k < D; ++k) pd[k] = static_cast<T>(acc[size_t(k)]);
+  }
+}
+
+}  // namespace
+
+void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, double eps, const Tensor& out, const Tensor& rstd) {
+  profile::KernelScope scope("rms_norm");
+  Tensor xc = x.contiguous();
+  Tensor wc = weight.defined() ? weight.contiguous() : weight;
+  dispatch_layer_norm("rms_norm", x, out.dtype(), [&]<class T, class Y>() {
+    if (rstd.dtype() == DType::f64) rms_norm_rows<T, Y, double>(xc, wc, eps, out, rstd);
+    else rms_norm_rows<T, Y, float>(xc, wc, eps, out, rstd);
+  });
+}
+
+void CpuBackend::rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& gy,
+                                   const Tensor& gx, const Tensor& gweight) {
+  profile::KernelScope scope("rms_norm_backward");
+  Tensor xc = x.contiguous(), gc = gy.contiguous();
+  Tensor wc = weight.defined() ? weight.contiguous() : weight;
+  dispatch_layer_norm("rms_norm_backward", x, gy.dtype(), [&]<class T, class G>() {
+    if (rstd.dtype() == DType::f64) rms_norm_backward_rows<T, G, double>(xc, wc, rstd, gc, gx, gweight);
+    else rms_norm_backward_rows<T, G, float>(xc, wc, rstd, gc, gx, gweight);
   });
 }
 

@@ -96,6 +96,22 @@ Tensor relu(const Tensor& x) {
   });
 }
 
+Tensor squared_relu(const Tensor& x) {
+  Tensor y = unary_kernel(UnaryOp::squared_relu, x);
+  return record("squared_relu", y, {x}, [x = x.detach()](const Tensor& g) {
+    return std::vector<Tensor>{backward_kernel(BinaryOp::squared_relu_backward, x, g)};
+  });
+}
+
+Tensor softcap(const Tensor& x, double cap) {
+  LATHE_CHECK(cap > 0 && std::isfinite(cap), "softcap: the cap must be positive and finite, got ", cap);
+  Tensor y = unary_kernel(UnaryOp::softcap, x, cap);
+  // d/dx cap tanh(x / cap) = 1 - tanh(x / cap)^2, and tanh(x / cap) = y / cap: tanh's rule on y / cap.
+  return record("softcap", y, {x}, [y = y.detach(), cap](const Tensor& g) {
+    return std::vector<Tensor>{backward_kernel(BinaryOp::tanh_backward, mul(y, 1.0 / cap), g)};
+  });
+}
+
 Tensor abs(const Tensor& x) {
   Tensor y = unary_kernel(UnaryOp::abs, x);
   return record("abs", y, {x}, [x = x.detach()](const Tensor& g) {

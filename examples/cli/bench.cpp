@@ -166,8 +166,10 @@ void run_bench(const BenchOptions& o) {
   const double casts = double(cast_count()) / double(o.steps);
 
   const double tokens = double(B * T);
-  const double flops = train::training_flops_per_token(model.num_params(/*exclude_position_embeddings=*/true),
-                                                     c.n_layer, c.n_embd, T) * tokens;
+  // An untied token embedding is only looked up; its own lm_head multiplies.
+  const int64_t matmul_params = model.num_params(/*exclude_position_embeddings=*/true) -
+                                (c.tie_embeddings ? 0 : model.transformer.wte.weight.numel());
+  const double flops = train::training_flops_per_token(matmul_params, c.n_layer, c.n_embd, T) * tokens;
   const size_t peak_rss = train::peak_rss_bytes();
   const size_t peak_device = memory_stats(device).peak_allocated;
   const double mfu = flops / seconds / (o.peak_tflops * 1e12);
@@ -204,11 +206,11 @@ void add_bench_command(CLI::App& app) {
       "--peak-tflops. Peak memory is the process's RSS and the device allocator's peak.\n"
       "Compare with: python3 tools/torch_gpt_reference.py bench CONFIG THREADS");
   auto o = std::make_shared<BenchOptions>();
-  cmd->add_option("--config", o->config, "model preset (tiny, small, char, nanogpt-cpu, gpt2) or a JSON file")->capture_default_str();
+  cmd->add_option("--config", o->config, "model preset (tiny, small, char, nanogpt-cpu, speedrun-small, gpt2) or a JSON file")->capture_default_str();
   cmd->add_option("--steps", o->steps, "timed steps (at most 100000)")->capture_default_str();
   cmd->add_option("--warmup", o->warmup, "untimed steps first (at most 100000)")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu, sim or cuda[:N]")->capture_default_str();
-  cmd->add_option("--batch", o->batch, "sequences per step, at most 4096 (default: the preset's: tiny 8, small 16, char 8, gpt2 4)");
+  cmd->add_option("--batch", o->batch, "sequences per step, at most 4096 (default: the preset's: tiny 8, small 16, char 8, nanogpt-cpu 12, speedrun-small 16, gpt2 4)");
   cmd->add_option("--threads", o->threads, "CPU threads, at most 1024 (default: OMP_NUM_THREADS, else as many as other processes leave cores free, checked as it runs)");
   cmd->add_option("--precision", o->precision, "f32, bf16 or fp16 (fp16 with the loss scaler), as lathe train")
       ->capture_default_str();

@@ -138,13 +138,14 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--data", o->data, "text file or directory (read recursively, sorted by path), or a directory of token shards")
       ->capture_default_str();
   auto* config = cmd->add_option("--config", o->config,
-                                 "model preset (tiny, small, char, nanogpt-cpu, gpt2) or a JSON file of GPTConfig fields; "
-                                 "with --init-from, the file's model (a --config given must agree with it but for dropout)")
+                                 "model preset (tiny, small, char, nanogpt-cpu, speedrun-small, gpt2) or a JSON file of "
+                                 "GPTConfig fields; with --init-from, the file's model (a --config given must agree with "
+                                 "it but for dropout)")
                       ->capture_default_str();
   cmd->add_option("--device", o->device, "cpu, sim or cuda[:N]")->capture_default_str();
   const CLI::Validator in_i64 = integer_in_range<int64_t>();
   cmd->add_option("--steps", o->steps, "total optimizer steps")->capture_default_str()->check(in_i64);
-  cmd->add_option("--batch", o->batch, "sequences per step (default: the preset's: tiny 8, small 16, char 8, gpt2 4)")
+  cmd->add_option("--batch", o->batch, "sequences per step (default: the preset's: tiny 8, small 16, char 8, nanogpt-cpu 12, speedrun-small 16, gpt2 4)")
       ->check(in_i64);
   auto* lr = cmd->add_option("--lr", o->lr,
                              "peak learning rate (default 1e-3; 1.0 for prodigy, whose lr is a multiplier; 0.02 for "

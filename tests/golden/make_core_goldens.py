@@ -252,6 +252,8 @@ for a, ta in DTYPES.items():
 # ---- cases added later: drawn after everything above, so that earlier cases keep their values ----
 run("silu", lambda x: F.silu(x), {"x": U * 3})
 run("gelu_erf", lambda x: F.gelu(x, approximate="none"), {"x": U * 3})
+run("squared_relu", lambda x: F.relu(x).square(), {"x": U * 3})
+run("softcap", lambda x: 2.0 * torch.tanh(x / 2.0), {"x": U * 5})  # past the cap, where tanh bends
 
 
 # ---- writer ----

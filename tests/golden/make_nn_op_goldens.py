@@ -120,6 +120,37 @@ for B, H, Tq, Tk, hs in [(1, 1, 1, 1, 8), (2, 3, 5, 5, 4), (1, 2, 70, 70, 8), (2
         {"q": r(B, H, Tq, hs), "k": r(B, H, Tk, hs), "v": r(B, H, Tk, hs)})
 
 
+# The two groups below were added on two branches at once, each drawing from the generator's state
+# after the cases above; each starts from that state again, so that every case keeps its values.
+after_common_cases = torch.get_rng_state()
+
+# ---- the modern block's ops (rms_norm, rope): drawn after everything above, so that earlier cases keep their values ----
+# rms_norm (eps 1e-5), as torch.nn.functional.rms_norm (PyTorch 2.4+) computes it.
+def rms_norm(x, weight=None, eps=1e-5):
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return y if weight is None else y * weight
+
+
+run("rms_norm_weight", lambda x, weight: rms_norm(x, weight), {"x": r(2, 3, 40) * 2 + 0.5, "weight": r(40)})
+run("rms_norm_plain", lambda x: rms_norm(x), {"x": r(4, 6)})
+
+
+# rope: the rotate-half convention (Llama's rotate_half, GPT-NeoX), base 10000, head size 8, at
+# positions 3..7 (a KV cache's offset); the C++ test builds the same angle tables.
+def rope(x, pos0, base=10000.0):
+    T, D = x.shape[-2], x.shape[-1]
+    inv_freq = base ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
+    angles = torch.arange(pos0, pos0 + T, dtype=torch.float64)[:, None] * inv_freq[None, :]
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    x1, x2 = x[..., :D // 2], x[..., D // 2:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+
+run("rope", lambda x: rope(x, 3), {"x": r(2, 3, 5, 8)})
+# q as attention takes it: a [B, T, H, D] projection viewed as [B, H, T, D]
+run("rope_strided", lambda x: rope(x.transpose(1, 2), 0), {"x": r(2, 5, 3, 8)})
+
+torch.set_rng_state(after_common_cases)
 # ---- the fused classifier (lathe's fused_cross_entropy: the loss and its gradient in one pass) is
 # the mean cross-entropy; rows longer than 16 and not a multiple of it, ignored rows ----
 run("fused_cross_entropy", lambda logits, targets: F.cross_entropy(logits, targets),
