@@ -142,6 +142,22 @@ std::string BpeTokenizer::decode(const uint32_t* ids, size_t n) const {
   return text;
 }
 
+std::vector<int64_t> BpeTokenizerView::encode(std::string_view text) const {
+  const std::vector<uint32_t> ids = tokenizer_->encode(text);
+  return {ids.begin(), ids.end()};
+}
+
+std::string BpeTokenizerView::decode(const std::vector<int64_t>& ids) const {
+  std::vector<uint32_t> narrow(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    // Narrowed only when it fits, so that no id wraps onto another.
+    LATHE_CHECK(ids[i] >= 0 && ids[i] < vocab_size(), "decode: token ", ids[i], " at position ", i,
+                " is outside the vocabulary of ", tokenizer_->identity().describe(), " (", vocab_size(), " ids)");
+    narrow[i] = uint32_t(ids[i]);
+  }
+  return tokenizer_->decode(narrow);
+}
+
 std::string gpt2_vocab_dir() {
   const char* env = std::getenv("LATHE_GPT2_DIR");
   if (env != nullptr && *env != '\0') return env;

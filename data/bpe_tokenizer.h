@@ -20,6 +20,7 @@
 
 #include "data/bpe_model.h"
 #include "data/pretokenizer.h"
+#include "data/tokenizer.h"
 
 namespace lathe::data {
 
@@ -64,6 +65,20 @@ class BpeTokenizer {
   std::unique_ptr<Pretokenizer> pretokenizer_;
   uint32_t end_of_text_;
   TokenizerIdentity identity_;
+};
+
+// A BpeTokenizer as a training run uses it (data/tokenizer.h): ids widened to int64, the identity
+// always named. It refers to `tokenizer`, which must outlive it.
+class BpeTokenizerView final : public Tokenizer {
+ public:
+  explicit BpeTokenizerView(const BpeTokenizer& tokenizer) : tokenizer_(&tokenizer) {}
+  int64_t vocab_size() const override { return int64_t(tokenizer_->vocab_size()); }
+  std::vector<int64_t> encode(std::string_view text) const override;
+  std::string decode(const std::vector<int64_t>& ids) const override;
+  const TokenizerIdentity* identity() const override { return &tokenizer_->identity(); }
+
+ private:
+  const BpeTokenizer* tokenizer_;
 };
 
 // The tokenizer a TOK names (see the top of this file). Throws lathe::Error naming the file and

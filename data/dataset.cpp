@@ -1,6 +1,8 @@
 #include "data/dataset.h"
 
 #include "core/error.h"
+#include "data/text_dataset.h"
+#include "data/token_dataset.h"
 
 namespace lathe::data {
 
@@ -15,6 +17,11 @@ std::vector<size_t> draw_window_starts(size_t split_size, int64_t block_size, in
   for (int64_t b = 0; b < batch; ++b)
     starts[size_t(b)] = size_t(philox_below(gen.seed(), first + uint64_t(b), choices));
   return starts;
+}
+
+std::unique_ptr<Dataset> open_dataset(const std::string& path, int64_t block_size) {
+  if (is_token_shard_dir(path)) return std::make_unique<TokenDataset>(path, block_size);
+  return std::make_unique<TextDataset>(TextCorpus::open(path), block_size);
 }
 
 }  // namespace lathe::data

@@ -5,16 +5,20 @@
 // that stores those two integers replays the same batches after a restart.
 //
 // Two datasets implement it: bytes of a text corpus (data/text_dataset.h) and token shards
-// (data/token_dataset.h).
+// (data/token_dataset.h); open_dataset picks one for a path. A training run sees only this
+// interface: the tokenizer of the ids (the byte tokenizer is one with 256 ids), what to call the
+// data in messages, and a fingerprint that the ranks of a data parallel run compare.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/random.h"
 #include "core/tensor.h"
+#include "data/tokenizer.h"
 
 namespace lathe::data {
 
@@ -44,7 +48,22 @@ class Dataset {
   virtual double val_bytes_per_token() const = 0;
   // One line for the log: what the data is and how it splits.
   virtual std::string describe() const = 0;
+  // The tokenizer of the stream's ids: the byte tokenizer for a byte corpus, the shards' own for
+  // token shards. It samples text from a model and is the one a checkpoint records.
+  virtual const Tokenizer& tokenizer() const = 0;
+  // For messages: what the data is ("corpus", "token shards") and what its stream counts ("bytes",
+  // "tokens").
+  virtual const char* kind() const = 0;
+  virtual const char* unit() const = 0;
+  // One line that differs where the data differ, for the processes of a data parallel run to
+  // compare (train/dist/agreement.h). A byte corpus is read whole for it.
+  virtual std::string fingerprint() const = 0;
 };
+
+// The data at `path`: token shards when it is a directory of them (is_token_shard_dir in
+// data/token_dataset.h), else a text corpus of bytes (a file, or a directory of files). Throws
+// lathe::Error naming the path and what is wrong, as the datasets' constructors do.
+std::unique_ptr<Dataset> open_dataset(const std::string& path, int64_t block_size);
 
 // Start offsets (relative to the split) of `batch` windows of block_size + 1 tokens in a split of
 // `split_size` tokens; reserves `batch` draws of `gen`. The starts depend only on the generator's

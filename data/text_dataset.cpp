@@ -1,7 +1,10 @@
 #include "data/text_dataset.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/format.h"
+#include "serialize/checksum.h"
 
 namespace lathe::data {
 
@@ -29,6 +32,20 @@ std::string TextDataset::describe() const {
   return "corpus " + corpus_.path() + ": " + std::to_string(n) + (n == 1 ? " file, " : " files, ") +
          format_bytes(corpus_.size()) + " (train " + std::to_string(split_size(Split::train)) + " bytes, val " +
          std::to_string(split_size(Split::val)) + " bytes)";
+}
+
+std::string TextDataset::fingerprint() const {
+  // The checksums of 1 MiB pieces, checksummed in turn: the whole corpus, read once.
+  constexpr size_t kPiece = size_t(1) << 20;
+  std::vector<uint8_t> piece(kPiece);
+  std::vector<uint64_t> sums;
+  for (size_t at = 0; at < corpus_.size(); at += kPiece) {
+    const size_t n = std::min(kPiece, corpus_.size() - at);
+    corpus_.read(at, n, piece.data());
+    sums.push_back(serialize::checksum_bytes(piece.data(), n));
+  }
+  const uint64_t sum = serialize::checksum_bytes(sums.data(), sums.size() * sizeof(uint64_t));
+  return "a corpus of " + std::to_string(corpus_.size()) + " bytes with checksum " + serialize::checksum_hex(sum);
 }
 
 Batch TextDataset::sample(Split s, int64_t batch, Generator& gen, Device device) const {

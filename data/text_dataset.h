@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "data/byte_tokenizer.h"
 #include "data/dataset.h"
 #include "data/text_corpus.h"
 
@@ -27,6 +28,11 @@ class TextDataset : public Dataset {
   size_t stream_size() const override { return corpus_.size(); }
   double val_bytes_per_token() const override { return 1.0; }
   std::string describe() const override;
+  const Tokenizer& tokenizer() const override { return tokenizer_; }
+  const char* kind() const override { return "corpus"; }
+  const char* unit() const override { return "bytes"; }
+  // The corpus's size and the checksum of all its bytes.
+  std::string fingerprint() const override;
 
   // Start offsets (relative to the split) of `batch` windows; reserves `batch` draws of `gen`.
   std::vector<size_t> window_starts(Split s, int64_t batch, Generator& gen) const;
@@ -34,6 +40,7 @@ class TextDataset : public Dataset {
 
  private:
   TextCorpus corpus_;
+  ByteTokenizer tokenizer_;
   int64_t block_size_;
   size_t train_size_;
 };

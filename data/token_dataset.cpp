@@ -23,6 +23,7 @@ bool is_token_shard_dir(const std::string& path) {
 TokenDataset::TokenDataset(const std::string& dir, int64_t block_size)
     : manifest_(read_shard_manifest(dir)),
       tokenizer_(std::make_unique<BpeTokenizer>(load_tokenizer(manifest_.tokenizer, "token shards " + dir))),
+      tokenizer_view_(*tokenizer_),
       shards_(TokenShards::open(dir, manifest_, *tokenizer_)),
       block_size_(block_size) {
   LATHE_CHECK(block_size_ > 0, "TokenDataset: block_size must be positive, got ", block_size_);
@@ -50,6 +51,11 @@ std::string TokenDataset::describe() const {
          " ids (train " + std::to_string(split_size(Split::train)) + " tokens, val " +
          std::to_string(split_size(Split::val)) + " tokens, " + std::to_string(val_bytes_per_token()).substr(0, 5) +
          " bytes/token in val)";
+}
+
+std::string TokenDataset::fingerprint() const {
+  return "token shards of " + std::to_string(stream_size()) + " tokens of tokenizer " + tokenizer_->identity().checksum +
+         " (" + describe() + ")";
 }
 
 Batch TokenDataset::sample(Split s, int64_t batch, Generator& gen, Device device) const {

@@ -30,18 +30,24 @@ class TokenDataset : public Dataset {
   // shard, a stream shorter than a window in either split.
   TokenDataset(const std::string& dir, int64_t block_size);
 
-  const BpeTokenizer& tokenizer() const { return *tokenizer_; }
+  const BpeTokenizer& bpe_tokenizer() const { return *tokenizer_; }
   const ShardManifest& manifest() const { return manifest_; }
   int64_t block_size() const override { return block_size_; }
   size_t split_size(Split s) const override { return s == Split::train ? train_size_ : shards_.size() - train_size_; }
   size_t stream_size() const override { return shards_.size(); }
   double val_bytes_per_token() const override { return double(val_bytes_) / double(split_size(Split::val)); }
   std::string describe() const override;
+  const Tokenizer& tokenizer() const override { return tokenizer_view_; }
+  const char* kind() const override { return "token shards"; }
+  const char* unit() const override { return "tokens"; }
+  // The stream's length, the tokenizer's checksum and describe()'s line.
+  std::string fingerprint() const override;
   Batch sample(Split s, int64_t batch, Generator& gen, Device device = Device::cpu()) const override;
 
  private:
   ShardManifest manifest_;
   std::unique_ptr<BpeTokenizer> tokenizer_;
+  BpeTokenizerView tokenizer_view_;
   TokenShards shards_;
   int64_t block_size_;
   size_t train_size_;

@@ -354,7 +354,7 @@ class PairCommunicator final : public dist::Communicator {
 
 // check_same_run's error between rank 0 training `mine` and rank 1 training `theirs` ("" if none).
 std::string same_run_error(const train::Trainer& mine, const train::Trainer& theirs) {
-  const std::string data = dist::data_fingerprint(mine.data());
+  const std::string data = mine.data().fingerprint();
   PairCommunicator comm(nlohmann::json{{"options", theirs.applied_options()}, {"data", data}}.dump());
   return error_of([&] { dist::check_same_run(comm, mine.applied_options(), data); });
 }

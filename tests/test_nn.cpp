@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <functional>
 #include <set>
 
 #include "core/autograd.h"
@@ -50,6 +51,26 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 
 Tensor tokens(const std::vector<int64_t>& v, int64_t B) {
   return Tensor::from_vector(v, {B, int64_t(v.size()) / B});
+}
+
+// An f64 parameter's gradient (already computed) at its first, a middle and its last element
+// against central differences of loss_of() (eps 1e-6; 1e-6 absolute + 1e-4 relative).
+void check_gradient_by_central_differences(const std::string& name, Tensor& p,
+                                           const std::function<double()>& loss_of) {
+  const double eps = 1e-6;
+  std::vector<double> grad = p.grad().to_vector<double>();
+  double* data = p.data<double>();
+  for (int64_t i : {int64_t(0), p.numel() / 3, p.numel() - 1}) {
+    const double orig = data[i];
+    data[i] = orig + eps;
+    const double up = loss_of();
+    data[i] = orig - eps;
+    const double down = loss_of();
+    data[i] = orig;
+    const double fd = (up - down) / (2 * eps);
+    INFO(name, "[", i, "]: autograd ", grad[size_t(i)], ", finite difference ", fd);
+    CHECK(std::abs(fd - grad[size_t(i)]) <= 1e-6 + 1e-4 * std::abs(fd));
+  }
 }
 
 }  // namespace
@@ -348,22 +369,9 @@ TEST_CASE("nn: GPT gradients match finite differences (f64)") {
                                             "transformer.h.0.attn.c_attn.weight", "transformer.h.0.ln_1.weight",
                                             "transformer.h.1.mlp.c_proj.bias", "transformer.ln_f.bias",
                                             "transformer.h.1.attn.c_proj.weight"};
-  const double eps = 1e-6;
   for (const auto& name : checked) {
     Tensor p = find(m.named_parameters(), name);
-    std::vector<double> grad = p.grad().to_vector<double>();
-    double* data = p.data<double>();
-    for (int64_t i : {int64_t(0), p.numel() / 3, p.numel() - 1}) {
-      const double orig = data[i];
-      data[i] = orig + eps;
-      const double up = loss_of();
-      data[i] = orig - eps;
-      const double down = loss_of();
-      data[i] = orig;
-      const double fd = (up - down) / (2 * eps);
-      INFO(name, "[", i, "]: autograd ", grad[size_t(i)], ", finite difference ", fd);
-      CHECK(std::abs(fd - grad[size_t(i)]) <= 1e-6 + 1e-4 * std::abs(fd));
-    }
+    check_gradient_by_central_differences(name, p, loss_of);
   }
 }
 
@@ -599,22 +607,7 @@ TEST_CASE("nn: every switch: GPT gradients match finite differences (f64)") {
     m.zero_grad();
     m.forward(idx, tgt).loss.backward();
     // Three elements of every parameter, by central differences.
-    const double eps = 1e-6;
-    for (const auto& [name, p] : m.named_parameters()) {
-      std::vector<double> grad = p.grad().to_vector<double>();
-      double* data = p.data<double>();
-      for (int64_t i : {int64_t(0), p.numel() / 3, p.numel() - 1}) {
-        const double orig = data[i];
-        data[i] = orig + eps;
-        const double up = loss_of();
-        data[i] = orig - eps;
-        const double down = loss_of();
-        data[i] = orig;
-        const double fd = (up - down) / (2 * eps);
-        INFO(name, "[", i, "]: autograd ", grad[size_t(i)], ", finite difference ", fd);
-        CHECK(std::abs(fd - grad[size_t(i)]) <= 1e-6 + 1e-4 * std::abs(fd));
-      }
-    }
+    for (auto [name, p] : m.named_parameters()) check_gradient_by_central_differences(name, p, loss_of);
   }
 }
 

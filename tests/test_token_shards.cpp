@@ -4,6 +4,7 @@
 // not add up, a changed byte (found at the shard's first read), a manifest of an older lathe or of
 // an unfinished rewrite. `lathe tokenize` rewrites a directory under a lock, never reads its own
 // output, removes every old shard and killed writer's temporary file, and keeps what is not its own.
+// Opened as a run's data (open_dataset), token shards and a byte corpus answer one interface.
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 
 #include "core/error.h"
 #include "data/bpe_tokenizer.h"
+#include "data/dataset.h"
 #include "data/shard_manifest.h"
 #include "data/token_dataset.h"
 #include "data/token_shards.h"
@@ -396,11 +398,56 @@ TEST_CASE("tokenize: a rewrite with another tokenizer leaves the new corpus alon
   tokenize_corpus(load_tokenizer("bytes"), d.file("corpus.txt"), out, 500, 1, nullptr);  // many small shards
   tokenize_corpus(trained, d.file("corpus.txt"), out, 100000, 1, nullptr);               // one shard
   const TokenDataset data(out, 8);
-  CHECK(data.tokenizer().identity().checksum == trained.identity().checksum);
+  CHECK(data.bpe_tokenizer().identity().checksum == trained.identity().checksum);
   CHECK(data.manifest().shards.size() == 1);
   CHECK(data.stream_size() == data.manifest().tokens);
   std::vector<int64_t> all(data.stream_size());
-  const TokenShards s = TokenShards::open(out, data.manifest(), data.tokenizer());
+  const TokenShards s = TokenShards::open(out, data.manifest(), data.bpe_tokenizer());
   s.read(0, all.size(), all.data());
   CHECK(all[0] == trained.end_of_text());
+}
+
+TEST_CASE("open_dataset: a byte corpus and token shards, told apart by the path, seen through one interface") {
+  TempDir d("open_dataset");
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "the quick brown fox jumps over the lazy dog " + std::to_string(i) + "\n";
+  d.write("corpus.txt", text);
+  const BpeTokenizer trained = made_tokenizer(d, 300);
+  tokenize_corpus(trained, d.file("corpus.txt"), d.file("shards"), 100000, 1, nullptr);
+
+  const std::unique_ptr<Dataset> bytes = open_dataset(d.file("corpus.txt"), 8);
+  CHECK(std::string(bytes->kind()) == "corpus");
+  CHECK(std::string(bytes->unit()) == "bytes");
+  CHECK(bytes->stream_size() == text.size());
+  const Tokenizer& byte_tok = bytes->tokenizer();
+  CHECK(byte_tok.vocab_size() == 256);
+  CHECK(byte_tok.identity() == nullptr);  // a byte corpus records no tokenizer
+  CHECK(byte_tok.describe() == "bytes");
+  CHECK(byte_tok.checksum() == "");
+  CHECK(byte_tok.decode(byte_tok.encode("\xff fox")) == "\xff fox");
+
+  const std::unique_ptr<Dataset> tokens = open_dataset(d.file("shards"), 8);
+  CHECK(std::string(tokens->kind()) == "token shards");
+  CHECK(std::string(tokens->unit()) == "tokens");
+  const Tokenizer& bpe = tokens->tokenizer();
+  CHECK(bpe.vocab_size() == int64_t(trained.vocab_size()));
+  REQUIRE(bpe.identity() != nullptr);
+  CHECK(bpe.checksum() == trained.identity().checksum);
+  CHECK(bpe.describe() == trained.identity().describe());
+  const std::vector<uint32_t> narrow = trained.encode("the lazy dog");
+  const std::vector<int64_t> ids = bpe.encode("the lazy dog");
+  CHECK(ids == std::vector<int64_t>(narrow.begin(), narrow.end()));
+  CHECK(bpe.decode(ids) == "the lazy dog");
+  // An id past the vocabulary is refused by position, also one that would wrap onto a valid id.
+  CHECK(contains(error_of([&] { bpe.decode({ids[0], (int64_t(1) << 32) + ids[0]}); }), "at position 1"));
+  CHECK(contains(error_of([&] { bpe.decode({-1}); }), "at position 0"));
+
+  // The fingerprints the ranks compare: one byte of the corpus changed changes it; token shards
+  // name their tokenizer's checksum and token count.
+  text[text.size() / 2] ^= 1;
+  d.write("changed.txt", text);
+  CHECK(open_dataset(d.file("changed.txt"), 8)->fingerprint() != bytes->fingerprint());
+  CHECK(contains(bytes->fingerprint(), "a corpus of " + std::to_string(text.size()) + " bytes"));
+  CHECK(contains(tokens->fingerprint(), std::to_string(tokens->stream_size()) + " tokens of tokenizer " +
+                                            trained.identity().checksum));
 }

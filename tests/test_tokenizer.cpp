@@ -559,7 +559,7 @@ TEST_CASE("token training: trains on shards, records the tokenizer, refuses to r
   o.quiet = true;
   o.out = d.file("run");
   Trainer t(o);
-  REQUIRE(t.tokenizer() != nullptr);
+  REQUIRE(t.data().tokenizer().identity() != nullptr);
   CHECK(t.state().model->config().vocab_size == 301);  // the tokenizer's ids, not the config's 256
   const TrainSummary s = t.run(nullptr);
   // bits/byte = nats/token / ln 2 / (bytes per token of the validation text)

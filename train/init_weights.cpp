@@ -34,7 +34,7 @@ InitialWeights load_initial_weights(const TrainOptions& o) {
   return out;
 }
 
-void check_init_tokenizer(const std::string& recorded, const data::BpeTokenizer* data, const std::string& init_from,
+void check_init_tokenizer(const std::string& recorded, const data::Tokenizer& data, const std::string& init_from,
                           const std::string& data_path) {
   if (recorded.empty() || recorded == kUnknownTokenizer) return;
   std::string had = "bytes", had_sum;
@@ -44,8 +44,8 @@ void check_init_tokenizer(const std::string& recorded, const data::BpeTokenizer*
     had = id.describe();
     had_sum = id.checksum;
   }
-  const std::string have = data ? data->identity().describe() : "bytes";
-  const std::string have_sum = data ? data->identity().checksum : "";
+  const std::string have = data.describe();
+  const std::string have_sum = data.checksum();
   LATHE_CHECK(had_sum == have_sum, "--init-from ", init_from, ": its weights were trained on tokens of ", had,
               ", but --data ", data_path, " holds tokens of ", have, "; fine-tuning needs the same tokenizer");
 }

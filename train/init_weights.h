@@ -8,7 +8,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "data/bpe_tokenizer.h"
+#include "data/tokenizer.h"
 #include "train/model_config.h"
 #include "train/train_options.h"
 #include "train/weights_file.h"
@@ -32,8 +32,8 @@ InitialWeights load_initial_weights(const TrainOptions& options);
 
 // Refuses data whose tokens are not the ones the weights were trained on: `recorded` is the
 // weights' "tokenizer" metadata ("bytes", a TokenizerIdentity's JSON, or "none" / absent when
-// unknown, which passes), `data` the data's tokenizer (null: bytes). The error names both.
-void check_init_tokenizer(const std::string& recorded, const data::BpeTokenizer* data, const std::string& init_from,
+// unknown, which passes), `data` the data's tokenizer. The error names both.
+void check_init_tokenizer(const std::string& recorded, const data::Tokenizer& data, const std::string& init_from,
                           const std::string& data_path);
 
 }  // namespace lathe::train

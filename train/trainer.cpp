@@ -12,7 +12,7 @@
 #include "core/device_collectives.h"
 #include "core/format.h"
 #include "core/ops.h"
-#include "data/byte_tokenizer.h"
+#include "data/bpe_tokenizer.h"
 #include "nn/sampling.h"
 #include "serialize/atomic_file.h"
 #include "serialize/directory_lock.h"
@@ -144,18 +144,15 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
     std::fprintf(stderr, "lathe: note: --tf32 is for f32 products on cuda; the %s device ignores it\n",
                  device_.str().c_str());
   nn::GPTConfig& cfg = state_.model_choice.config;
-  if (data::is_token_shard_dir(options_.data)) {
-    auto tokens = std::make_unique<data::TokenDataset>(options_.data, cfg.block_size);
-    // Most presets are sized for bytes: a fresh run's vocabulary grows to the tokenizer's ids. A
-    // larger one is kept (the gpt2 preset pads GPT-2's 50,257 to 50,304 for faster matrix
-    // products; ids past the tokenizer's are never drawn). A resumed run keeps its checkpoint's,
-    // which must still hold every id of the data, and so does a run from --init-from's weights.
-    if (!resume && !init) cfg.vocab_size = std::max(cfg.vocab_size, int64_t(tokens->tokenizer().vocab_size()));
-    token_data_ = tokens.get();
-    data_ = std::move(tokens);
-  } else {
-    data_ = std::make_unique<data::TextDataset>(data::TextCorpus::open(options_.data), cfg.block_size);
-  }
+  data_ = data::open_dataset(options_.data, cfg.block_size);
+  const data::Tokenizer& tokenizer = data_->tokenizer();
+  const bool named_tokenizer = tokenizer.identity() != nullptr;  // token shards' (bytes are no file)
+  // Most presets are sized for bytes: a fresh run on data of a named tokenizer grows its
+  // vocabulary to the tokenizer's ids. A larger one is kept (the gpt2 preset pads GPT-2's 50,257
+  // to 50,304 for faster matrix products; ids past the tokenizer's are never drawn). A resumed run
+  // keeps its checkpoint's, which must still hold every id of the data, and so does a run from
+  // --init-from's weights.
+  if (!resume && !init && named_tokenizer) cfg.vocab_size = std::max(cfg.vocab_size, tokenizer.vocab_size());
   // Refused before anything is allocated: an absurd size would otherwise fail deep inside an
   // allocation, or overflow. A GPU's memory is not the host's, so there only overflow is checked.
   const std::string config_what = resume ? resume->path() + ": model config"
@@ -163,14 +160,14 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
                                         : "--config " + options_.config;
   if (init) {
     const auto recorded = init->loaded.metadata.find("tokenizer");
-    check_init_tokenizer(recorded == init->loaded.metadata.end() ? "" : recorded->second,
-                         token_data_ ? &token_data_->tokenizer() : nullptr, options_.init_from, options_.data);
+    check_init_tokenizer(recorded == init->loaded.metadata.end() ? "" : recorded->second, tokenizer,
+                         options_.init_from, options_.data);
   }
   if (device_.type == DeviceType::cuda) checked_param_count(cfg, config_what);
   else check_model_fits_memory(cfg, config_what);
-  const int64_t ids = token_data_ ? int64_t(token_data_->tokenizer().vocab_size()) : data::ByteTokenizer::kVocabSize;
+  const int64_t ids = tokenizer.vocab_size();
   LATHE_CHECK(cfg.vocab_size >= ids, config_what, ": vocab_size ", cfg.vocab_size, " is smaller than the ",
-              token_data_ ? "tokenizer's " : "byte vocabulary (", ids, token_data_ ? " ids" : ")");
+              named_tokenizer ? "tokenizer's " : "byte vocabulary (", ids, named_tokenizer ? " ids" : ")");
   batch_ = options_.batch > 0 ? options_.batch : state_.model_choice.default_batch;
   const int world = comm_->size();
   LATHE_CHECK(batch_ % world == 0, "--batch ", batch_, " (the global batch: sequences per step over all processes) is not "
@@ -241,14 +238,14 @@ void Trainer::restore(const serialize::TrainingCheckpoint& ckpt, const ProgramSt
     const std::string had = program.tokenizer.is_null() ? "bytes"
                                                         : data::TokenizerIdentity::from_json(program.tokenizer, "tokenizer").describe();
     const std::string had_sum = program.tokenizer.is_null() ? "" : program.tokenizer.value("checksum", "");
-    const std::string have = token_data_ ? token_data_->tokenizer().identity().describe() : "bytes";
-    const std::string have_sum = token_data_ ? token_data_->tokenizer().identity().checksum : "";
+    const std::string have = data_->tokenizer().describe();
+    const std::string have_sum = data_->tokenizer().checksum();
     LATHE_CHECK(had_sum == have_sum, "the run was trained on tokens of ", had,
                 had_sum.empty() ? "" : " (checksum " + had_sum + ")", ", but --data ", options_.data, " holds tokens of ",
                 have, have_sum.empty() ? "" : " (checksum " + have_sum + ")", "; a resume needs the same tokenizer");
-    LATHE_CHECK(program.corpus_bytes == data_->stream_size(), token_data_ ? "the token shards " : "the corpus ",
-                options_.data, " has ", data_->stream_size(), token_data_ ? " tokens" : " bytes", ", but the run was trained on ", program.corpus_bytes,
-                token_data_ ? " tokens" : " bytes", ": the data windows would differ");
+    LATHE_CHECK(program.corpus_bytes == data_->stream_size(), "the ", data_->kind(), " ", options_.data, " has ",
+                data_->stream_size(), " ", data_->unit(), ", but the run was trained on ", program.corpus_bytes, " ",
+                data_->unit(), ": the data windows would differ");
     // The scaler's state (scale, growth tracker) comes back with the rest; a checkpoint of another
     // precision never gets here (--precision is one of the settings a resume keeps).
     ckpt.restore(*state_.model, *state_.optimizer, state_.scaler.get());
@@ -369,7 +366,7 @@ void Trainer::save_weights(const std::string& path) const {
   meta["step"] = std::to_string(state_.step);
   meta["preset"] = state_.model_choice.name;
   if (last_val_loss_ >= 0) meta["val_loss"] = std::to_string(last_val_loss_);
-  if (token_data_) meta["tokenizer"] = token_data_->tokenizer().identity().to_json().dump();
+  if (const data::TokenizerIdentity* id = data_->tokenizer().identity()) meta["tokenizer"] = id->to_json().dump();
   if (!options_.init_from.empty()) meta["init_from"] = options_.init_from;
   train::save_weights(path, *state_.model, meta);
 }
@@ -401,7 +398,7 @@ void Trainer::save_checkpoint(const std::string& path) const {
   program.model_name = state_.model_choice.name;
   program.batch = batch_;
   program.corpus_bytes = data_->stream_size();
-  if (token_data_) program.tokenizer = token_data_->tokenizer().identity().to_json();
+  if (const data::TokenizerIdentity* id = data_->tokenizer().identity()) program.tokenizer = id->to_json();
   program.data_generator = {state_.data_gen.seed(), state_.data_gen.offset()};
   program.dropout_generator = {state_.model->dropout_generator().seed(), state_.model->dropout_generator().offset()};
   program.last_val_loss = last_val_loss_;
@@ -411,22 +408,13 @@ void Trainer::save_checkpoint(const std::string& path) const {
 
 std::string Trainer::sample(const std::string& prompt, int64_t tokens) const {
   const std::string text = prompt.empty() ? std::string("\n") : prompt;
-  std::vector<int64_t> ids;
-  int64_t limit = data::ByteTokenizer::kVocabSize;
-  if (token_data_) {
-    const data::BpeTokenizer& tok = token_data_->tokenizer();
-    for (uint32_t id : tok.encode(text)) ids.push_back(id);
-    limit = int64_t(tok.vocab_size());
-  } else {
-    ids = data::ByteTokenizer().encode(text);
-  }
+  const data::Tokenizer& tokenizer = data_->tokenizer();
+  const std::vector<int64_t> ids = tokenizer.encode(text);
   Tensor idx = Tensor::from_vector(ids, {1, int64_t(ids.size())}, device_);
   // Only ids the tokenizer can decode: a vocabulary padded past it (gpt2's on bytes) draws bytes only.
-  Tensor out = state_.model->generate(idx, tokens, 0.8, 0, derive_seed(options_.seed, kSampling), true, limit);
-  const std::vector<int64_t> drawn = out.to(Device::cpu()).flatten().to_vector<int64_t>();
-  if (!token_data_) return data::ByteTokenizer().decode(drawn);
-  const std::vector<uint32_t> narrow(drawn.begin(), drawn.end());
-  return token_data_->tokenizer().decode(narrow);
+  Tensor out = state_.model->generate(idx, tokens, 0.8, 0, derive_seed(options_.seed, kSampling), true,
+                                      tokenizer.vocab_size());
+  return tokenizer.decode(out.to(Device::cpu()).flatten().to_vector<int64_t>());
 }
 
 double Trainer::bits_per_byte(double val_loss) const {
@@ -475,7 +463,7 @@ TrainSummary Trainer::run(std::FILE* log) {
   const std::string data_name =
       (data_path.has_filename() ? data_path : data_path.parent_path()).filename().string();
   curves.title = "lathe train: " + state_.model_choice.name + " on " + data_name + ", " + std::to_string(o.steps) + " steps of " +
-                 std::to_string(batch_) + " x " + std::to_string(state_.model_choice.config.block_size) + (token_data_ ? " tokens" : " bytes");
+                 std::to_string(batch_) + " x " + std::to_string(state_.model_choice.config.block_size) + " " + data_->unit();
 
   const nn::GPTConfig& cfg = state_.model_choice.config;
   say("%s\n", data_->describe().c_str());

@@ -24,8 +24,7 @@
 
 #include "core/error.h"
 #include "core/random.h"
-#include "data/text_dataset.h"
-#include "data/token_dataset.h"
+#include "data/dataset.h"
 #include "nn/gpt.h"
 #include "optim/grad_scaler.h"
 #include "optim/optimizer.h"
@@ -114,9 +113,8 @@ class Trainer {
   // ranks of a data parallel run compare these, so they differ only where the runs would, and a
   // difference shows the values each rank trains with.
   nlohmann::json applied_options() const;
+  // The run's data, a byte corpus or token shards, seen only through data/dataset.h's interface.
   const data::Dataset& data() const { return *data_; }
-  // The tokenizer of token-shard data; null for a byte corpus (bytes are the tokens).
-  const data::BpeTokenizer* tokenizer() const { return token_data_ ? &token_data_->tokenizer() : nullptr; }
   // A validation loss in nats per token as bits per byte of the validation text.
   double bits_per_byte(double val_loss) const;
   int64_t batch_size() const { return batch_; }  // the global batch
@@ -174,7 +172,6 @@ class Trainer {
   Device device_;
   int64_t batch_ = 0;
   std::unique_ptr<data::Dataset> data_;
-  const data::TokenDataset* token_data_ = nullptr;  // data_ itself when it is token shards
   TrainState state_;
   double last_val_loss_ = -1;
   bool resumed_ = false;

@@ -34,7 +34,7 @@ void train_on_every_rank(const std::function<train::Trainer(dist::Communicator*)
   const std::unique_ptr<dist::Communicator> comm = dist::make_communicator();
   std::optional<train::Trainer> trainer;
   dist::on_every_rank(*comm, [&] { trainer.emplace(make(comm.get())); }, exit_code_of);
-  dist::check_same_run(*comm, trainer->applied_options(), dist::data_fingerprint(trainer->data()));
+  dist::check_same_run(*comm, trainer->applied_options(), trainer->data().fingerprint());
   try {
     trainer->run(stdout);
   } catch (const dist::CollectiveError&) {

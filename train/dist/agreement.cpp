@@ -3,9 +3,6 @@
 #include <algorithm>
 #include <vector>
 
-#include "data/token_dataset.h"
-#include "serialize/checksum.h"
-
 namespace lathe::dist {
 
 void on_every_rank(Communicator& comm, const std::function<void()>& fn,
@@ -57,27 +54,6 @@ void check_same_run(Communicator& comm, const nlohmann::json& options, const std
                                 "; every rank must train the same run on the same data",
                             2, comm.rank() == 0);
   }
-}
-
-std::string data_fingerprint(const data::Dataset& data) {
-  if (const auto* text = dynamic_cast<const data::TextDataset*>(&data)) {
-    // The checksums of 1 MiB pieces, checksummed in turn: the whole corpus, read once.
-    const data::TextCorpus& corpus = text->corpus();
-    constexpr size_t kPiece = size_t(1) << 20;
-    std::vector<uint8_t> piece(kPiece);
-    std::vector<uint64_t> sums;
-    for (size_t at = 0; at < corpus.size(); at += kPiece) {
-      const size_t n = std::min(kPiece, corpus.size() - at);
-      corpus.read(at, n, piece.data());
-      sums.push_back(serialize::checksum_bytes(piece.data(), n));
-    }
-    const uint64_t sum = serialize::checksum_bytes(sums.data(), sums.size() * sizeof(uint64_t));
-    return "a corpus of " + std::to_string(corpus.size()) + " bytes with checksum " + serialize::checksum_hex(sum);
-  }
-  if (const auto* tokens = dynamic_cast<const data::TokenDataset*>(&data))
-    return "token shards of " + std::to_string(tokens->stream_size()) + " tokens of tokenizer " +
-           tokens->tokenizer().identity().checksum + " (" + tokens->describe() + ")";
-  return data.describe();
 }
 
 }  // namespace lathe::dist

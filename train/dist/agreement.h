@@ -9,7 +9,6 @@
 #include <string>
 
 #include "core/error.h"
-#include "data/text_dataset.h"
 #include "train/dist/communicator.h"
 
 namespace lathe::dist {
@@ -35,11 +34,9 @@ void on_every_rank(Communicator& comm, const std::function<void()>& fn,
 // read different data; the message names the first option that differs by its flag (with both
 // values) or the data, and the ranks. `options`: the run's options as JSON, keyed as TrainOptions'
 // JSON (train::Trainer::applied_options: defaults resolved, so the values are the ones trained
-// with); `data`: data_fingerprint's line.
+// with); `data`: the line of data::Dataset::fingerprint (a byte corpus by its size and the
+// checksum of all its bytes; token shards by their token count, their tokenizer's checksum and
+// their description).
 void check_same_run(Communicator& comm, const nlohmann::json& options, const std::string& data);
-
-// What a rank's training data is, in one line: a byte corpus by the checksum of all its bytes (and
-// its size); token shards by their tokenizer's checksum, their token count and their description.
-std::string data_fingerprint(const data::Dataset& data);
 
 }  // namespace lathe::dist
