@@ -387,6 +387,34 @@ TEST_CASE("weight cast cache: each weight is cast once per version, an update re
   CHECK(after_copy == cast_count() + 1);
 }
 
+TEST_CASE("bf16 step: the norms write bf16 for the products, and a step casts only where the table changes dtype") {
+  nn::GPTConfig c;
+  c.vocab_size = 64;
+  c.block_size = 8;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 32;
+  nn::GPT m(c, 5);
+  m.set_precision(nn::Precision::bf16);
+  const Tensor idx = Tensor::randint(0, 64, {2, 8}, 1), tgt = Tensor::randint(0, 64, {2, 8}, 2);
+  // Every norm reads the f32 stream and writes what the product after it reads: no cast between.
+  const Tensor stream = Tensor::randn({2, 8, 32}, 3);
+  for (size_t i = 0; i < m.transformer.h.size(); ++i) {
+    CHECK(m.transformer.h[i].ln_1->forward(stream).dtype() == DType::bf16);
+    CHECK(m.transformer.h[i].ln_2->forward(stream).dtype() == DType::bf16);
+  }
+  CHECK(m.transformer.ln_f->forward(stream).dtype() == DType::bf16);
+  // With the weights cached, a step casts where the table changes dtype and nowhere else: the
+  // backward of each block's two widening adds narrows the f32 stream's gradient to its 16-bit
+  // branch, and the classifier widens its count of counted targets. Norms writing f32 (each
+  // product would then cast its input, forward and backward) show here as 4 more a block and 2 for
+  // ln_f; a weight cast again, as one more each.
+  m.loss(idx, tgt).backward();
+  reset_cast_count();
+  m.loss(idx, tgt).backward();
+  CHECK(cast_count() == uint64_t(2 * c.n_layer + 1));
+}
+
 TEST_CASE("weight cast cache: the modern block's untied lm_head and SwiGLU's c_gate are cast once per version") {
   nn::GPTConfig c;
   c.vocab_size = 64;
