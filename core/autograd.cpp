@@ -63,17 +63,6 @@ void delete_node(Node* node) {
   }
   t_pending_inputs = nullptr;
 }
-
-// True when `g` is the only handle on its memory and covers all of it, contiguously: a fresh
-// gradient a backward rule made for one leaf (a weight gradient's product, a bias gradient's sum).
-// It can then become the leaf's .grad as it is. Anything else (the incoming gradient passed through
-// by add, a view, one tensor returned for two inputs, the caller's own tensor) is copied, so that
-// .grad never shares memory with another tensor.
-bool owns_its_memory(const Tensor& g) {
-  const std::shared_ptr<TensorImpl>& impl = g.impl_ptr();
-  return impl.use_count() == 1 && impl->storage.use_count() == 1 && impl->offset == 0 && g.is_contiguous() &&
-         impl->storage->nbytes() == size_t(g.numel()) * dtype_size(g.dtype());
-}
 }  // namespace
 
 Tensor record(const char* name, Tensor out, std::vector<Tensor> inputs, BackwardFn backward) {
@@ -139,7 +128,10 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
     Tensor g = it->second;
     grads.erase(it);
     if (!t->grad_fn) {
-      // A leaf: accumulate into .grad, which owns its memory (see owns_its_memory above).
+      // A leaf: accumulate into .grad, which owns its memory. A gradient a backward rule made for
+      // this leaf alone (a weight gradient's product, a bias gradient's sum) becomes it as it is;
+      // anything else (the incoming gradient passed through by add, a view, one tensor returned for
+      // two inputs, the caller's own tensor) is copied, so that .grad shares memory with nothing.
       if (!t->requires_grad) continue;
       if (!t->grad) {
         t->grad = owns_its_memory(g) ? g.impl_ptr() : g.clone().impl_ptr();

@@ -1,6 +1,7 @@
 #include "core/backend.h"
 
 #include <array>
+#include <atomic>
 #include <cstring>
 
 #include "core/cpu/cpu_backend.h"
@@ -15,6 +16,13 @@ std::array<Backend*, 3>& registry() {
   return r;
 }
 }  // namespace
+
+namespace {
+std::atomic<bool> g_allow_tf32{false};
+}  // namespace
+
+void set_allow_tf32(bool on) { g_allow_tf32.store(on, std::memory_order_relaxed); }
+bool allow_tf32() { return g_allow_tf32.load(std::memory_order_relaxed); }
 
 void register_backend(DeviceType type, Backend* backend) { registry()[size_t(type)] = backend; }
 

@@ -29,6 +29,15 @@ struct AdamParams {
   bool maximize = false;
 };
 
+// The epilogue of a linear layer's product (Backend::linear).
+enum class LinearEpilogue { none, gelu };
+
+// TF32 for f32 matrix products (`lathe train --tf32`): off by default, as in PyTorch (TF32 keeps
+// f32's range but rounds the products' inputs to 10 bits of mantissa). Process-wide, like
+// torch.backends.cuda.matmul.allow_tf32; a backend without TF32 units (the CPU) ignores it.
+void set_allow_tf32(bool on);
+bool allow_tf32();
+
 // Kernels that a backend may fuse from several ops; an op takes the fused one where its backend
 // declares it (Backend::fuses) and composes smaller kernels elsewhere.
 enum class FusedKernel {
@@ -68,9 +77,15 @@ class Backend {
 
   // ---- elementwise (the ops of core/op_table.h) ----
   virtual void unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0 = 0, double p1 = 0) = 0;
-  // a and b are already broadcast (expanded) to out's shape.
+  // a and b are already broadcast (expanded) to out's shape and share a dtype, except for add, where
+  // b may be 16-bit while a and out are f32 (a 16-bit residual branch added to the f32 stream: b is
+  // widened as it is read, no cast kernel first).
   virtual void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) = 0;
   virtual void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  // x[i] = x[i] * s in place, for a contiguous floating x and a one-element s on the device (f32,
+  // or f64 for f64 x), computed in the compute type and rounded once. The kernel reads s, the host
+  // never does; x is left as it is when s is 1.
+  virtual void scale_by(const Tensor& x, const Tensor& s) = 0;
 
   // ---- reductions ----
   // Reduces x over `dims` (sorted, unique); out has x's shape with those dims set to 1.
@@ -78,8 +93,26 @@ class Backend {
   virtual void reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, const Tensor& out) = 0;
 
   // ---- linear algebra ----
-  // out[..., M, N] = a[..., M, K] @ b[..., K, N]; a and b are expanded to out's batch dims.
+  // out[..., M, N] = a[..., M, K] @ b[..., K, N]; a and b are expanded to out's batch dims and share
+  // a dtype. out has it too, or is f32 for 16-bit a and b (the sums are f32 then, and are not
+  // rounded to 16 bits: a weight gradient lands in its f32 master gradient as it is).
   virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+
+  // ---- linear layers (nn/functional.h) ----
+  // out [R, N] = x [R, K] @ weight [N, K]^T + bias [N] (bias may be undefined) for x with a unit last
+  // stride and weight and bias contiguous, all of one dtype; out contiguous. The sum over K and the
+  // bias add are in the compute type (f32 for 16-bit operands), and the result is rounded once.
+  // With LinearEpilogue::gelu, `pre` [R, N] (contiguous) gets that rounded sum, the GELU's input
+  // kept for the backward, and out the GELU (tanh approximation) of the unrounded sum, rounded once:
+  // cuBLASLt's epilogues.
+  virtual void linear(const Tensor& x, const Tensor& weight, const Tensor& bias, LinearEpilogue epilogue,
+                      const Tensor& out, const Tensor& pre) = 0;
+  // A linear layer's parameter gradients: gweight [N, K] = g^T @ x and gbias [N] = the sum of g's
+  // rows, for g [R, N] and x [R, K] of one dtype with unit last strides. gweight and gbias are f32
+  // for 16-bit g and x (an f32 master weight's gradient, never rounded to 16 bits), else of g's
+  // dtype, contiguous; either may be undefined.
+  virtual void linear_backward_weight(const Tensor& g, const Tensor& x, const Tensor& gweight,
+                                      const Tensor& gbias) = 0;
 
   // ---- neural-network kernels (last dim) ----
   virtual void softmax(const Tensor& x, const Tensor& out, bool log) = 0;
@@ -100,19 +133,23 @@ class Backend {
   virtual void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                          const Tensor& lse, const Tensor& gout, double scale, const Tensor& gq,
                                          const Tensor& gk, const Tensor& gv);
-  // weight and bias may be undefined; mean and rstd have shape x.shape[:-1] and dtype f32 (f64 when
-  // x is f64, so that gradchecks see no f32 rounding).
+  // weight and bias (x's dtype) may be undefined; mean and rstd have shape x.shape[:-1] and dtype f32
+  // (f64 when x is f64, so that gradchecks see no f32 rounding). out has x's dtype, or a 16-bit one
+  // for an f32 x: the f32 stream normalised straight into the dtype of the product that reads it.
   virtual void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
                           const Tensor& out, const Tensor& mean, const Tensor& rstd) = 0;
-  // gweight/gbias may be undefined (no affine, or not needed).
+  // gy has the forward output's dtype, gx, gweight and gbias x's; gweight/gbias may be undefined
+  // (no affine, or not needed).
   virtual void layer_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& mean,
                                    const Tensor& rstd, const Tensor& gy, const Tensor& gx,
                                    const Tensor& gweight, const Tensor& gbias) = 0;
   // RMSNorm of contiguous rows: weight may be undefined; rstd has shape x.shape[:-1] and dtype f32
-  // (f64 for f64 x), as layer_norm's statistics.
+  // (f64 for f64 x), as layer_norm's statistics. out has x's dtype, or a 16-bit one for an f32 x, as
+  // layer_norm's.
   virtual void rms_norm(const Tensor& x, const Tensor& weight, double eps, const Tensor& out,
                         const Tensor& rstd) = 0;
-  // gweight may be undefined (no weight, or not needed).
+  // gy has the forward output's dtype, gx and gweight x's; gweight may be undefined (no weight, or not
+  // needed).
   virtual void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& gy,
                                  const Tensor& gx, const Tensor& gweight) = 0;
   // Rotary embeddings (core/ops/nn_rope.cpp): x and out [B, H, T, D], any strides with a unit last
@@ -129,6 +166,15 @@ class Backend {
   // glogits[n, :] = (softmax(logits[n]) - onehot(targets[n])) * gloss[n]  (0 for ignored rows)
   virtual void cross_entropy_backward(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
                                       const Tensor& gloss, const Tensor& glogits) = 0;
+  // The fused classifier (llm.c's): one pass over each row of logits [N, V] (contiguous) gives its
+  // loss against targets[n] in losses [N] (f32, or f64 for f64 logits; 0 for ignored rows) and, when
+  // glogits is defined, its gradient row (softmax(logits[n]) - onehot(targets[n])) * weight (0 for
+  // ignored rows), computed in the compute type and rounded once to glogits' dtype, the logits'.
+  // weight is a one-element tensor of losses' dtype on the device, read by the kernel (one over the
+  // rows counted, which the host does not know). glogits may be the logits themselves: each row is
+  // read whole before any of it is written.
+  virtual void cross_entropy_fused(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                                   const Tensor& weight, const Tensor& losses, const Tensor& glogits) = 0;
 
   // ---- indexing ----
   // out = x.index_select(dim, idx) (idx 1-D)

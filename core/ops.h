@@ -72,11 +72,17 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // ---- neural-network ops (core/ops/nn_*.cpp) ----
 Tensor softmax(const Tensor& x, int64_t dim = -1);
 Tensor log_softmax(const Tensor& x, int64_t dim = -1);
-// LayerNorm over the last dim; weight and bias may be undefined.
-Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+// LayerNorm over the last dim; weight and bias may be undefined. out_dtype (default: x's) may be
+// 16-bit for an f32 x: the statistics stay f32 and the output is rounded once into that dtype (the
+// input of the product that follows, in a 16-bit run); the backward then takes a 16-bit gradient
+// and gives x an f32 one.
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5,
+                  std::optional<DType> out_dtype = std::nullopt);
 // RMSNorm over the last dim: x / sqrt(mean(x^2) + eps) * weight (weight may be undefined), as
 // torch.nn.functional.rms_norm. Statistics in f32 (f64 for f64 input) whatever the input dtype.
-Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-5);
+// out_dtype as layer_norm's: a 16-bit output of an f32 x, rounded once from the f32 result.
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-5,
+                std::optional<DType> out_dtype = std::nullopt);
 // Rotary position embeddings in the rotate-half convention (GPT-NeoX, Llama, nanochat): each head
 // vector x of size D turns its halves (x1, x2) = (x[:D/2], x[D/2:]) by its position's angles,
 //   out = (x1 cos - x2 sin, x2 cos + x1 sin).
@@ -105,6 +111,14 @@ Tensor embedding(const Tensor& weight, const Tensor& idx);
 // Mean cross-entropy of logits [N, V] (or [..., V]) against targets [N] (or [...]); rows whose
 // target equals ignore_index do not count. Targets out of range are an error.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
+// The same mean with its gradient computed in the same pass over the logits (llm.c's fused
+// classifier): the forward writes the gradient for an upstream gradient of 1, which the backward
+// multiplies by the actual one on the device (nothing to do when it is 1), so neither probabilities
+// nor logits are kept between the two. The loss is f32 for f32 and 16-bit logits (whose arithmetic
+// is f32) and f64 for f64; the gradient has the logits' dtype. Logits handed over (a temporary or
+// std::move) whose memory nothing else holds are overwritten by their gradient, so that a training
+// step holds one [N, V] tensor where it held two. A second backward through it is refused.
+Tensor fused_cross_entropy(Tensor logits, const Tensor& targets, int64_t ignore_index = -100);
 // Inverted dropout: zeroes with probability p and scales the rest by 1/(1-p). `gen` is advanced.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
 

@@ -1,6 +1,7 @@
 // Reference-counted memory on one device, and the allocators that hand it out.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -74,10 +75,18 @@ class Storage {
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
 
+  // The version of the contents: every in-place write through lathe's API (Tensor::copy_ and
+  // fill_, the optimizer updates, collectives into a parameter) bumps it, so that a copy made from
+  // this memory (a weight cast to 16 bits once per step, nn/precision.h) can tell it is stale. Code
+  // that writes through data() itself calls bump_version().
+  uint64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+
  private:
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
+  std::atomic<uint64_t> version_{0};
 };
 
 using StoragePtr = std::shared_ptr<Storage>;

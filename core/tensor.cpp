@@ -1,6 +1,7 @@
 #include "core/tensor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <iomanip>
@@ -332,6 +333,12 @@ Tensor Tensor::clone() const {
   return record("clone", out, {*this}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
 }
 
+bool owns_its_memory(const Tensor& t) {
+  const std::shared_ptr<TensorImpl>& impl = t.impl_ptr();
+  return impl.use_count() == 1 && impl->storage.use_count() == 1 && impl->offset == 0 && t.is_contiguous() &&
+         impl->storage->nbytes() == t.nbytes();
+}
+
 // ---------------------------------------------------------------- moves and casts
 
 namespace {
@@ -369,10 +376,20 @@ Tensor Tensor::to(Device d) const {
   });
 }
 
+namespace {
+std::atomic<uint64_t> g_casts{0};
+}  // namespace
+
+uint64_t cast_count() { return g_casts.load(std::memory_order_relaxed); }
+void reset_cast_count() { g_casts.store(0, std::memory_order_relaxed); }
+
 Tensor Tensor::to(DType t) const {
   if (t == dtype()) return *this;
   Tensor out = empty(shape(), t, device());
-  if (numel() > 0) backend_for(device()).copy(*this, out);
+  if (numel() > 0) {
+    backend_for(device()).copy(*this, out);
+    g_casts.fetch_add(1, std::memory_order_relaxed);
+  }
   if (!is_floating(t)) return out;  // integer results carry no gradient
   DType src_dtype = dtype();
   return record("to_dtype", out, {*this}, [src_dtype](const Tensor& g) {
@@ -461,6 +478,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   if (s.device() != device()) s = transfer(s, device());
   s = s.expand(shape());
   if (numel() > 0) backend_for(device()).copy(s, *this);
+  bump_version();
   return *this;
 }
 
@@ -468,6 +486,7 @@ Tensor& Tensor::fill_(double value) {
   if (numel() == 0) return *this;
   if (is_contiguous()) backend_for(device()).fill(*this, value);
   else copy_(Tensor::scalar(value, dtype(), device()));
+  bump_version();
   return *this;
 }
 

@@ -122,6 +122,11 @@ class Tensor {
   // Replaces the storage, shape and device while keeping this tensor's identity (and its
   // requires_grad). Module::to uses it so that an optimizer's references stay valid.
   void set_data(const Tensor& other);
+  // The version of this tensor's memory (Storage::version), shared with its views: copy_, fill_
+  // and every other in-place write through lathe's API bump it; code that writes through
+  // data_ptr() calls bump_version() itself.
+  uint64_t version() const { return storage()->version(); }
+  void bump_version() const { storage()->bump_version(); }
 
   // ---- autograd ----
   bool requires_grad() const { return impl().requires_grad; }
@@ -147,6 +152,17 @@ class Tensor {
 };
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// Casts between dtypes that ran a kernel (Tensor::to(DType) to another dtype, autograd's casts of
+// gradients among them). Counted in every build: on a GPU each is one launch and one pass over
+// memory, so a 16-bit step's count is part of its cost (`lathe bench` prints it per step).
+uint64_t cast_count();
+void reset_cast_count();
+
+// True when t is the only handle on its memory and covers all of it, contiguously: nothing else can
+// read or write that memory, so an op may reuse it (autograd makes such a gradient a leaf's .grad
+// as it is; the fused classifier writes the gradient over logits handed to it).
+bool owns_its_memory(const Tensor& t);
 
 // Makes a tensor with fresh storage on `device`.
 Tensor make_tensor(const Shape& shape, const Strides& strides, int64_t offset, DType dtype, StoragePtr storage);

@@ -1,4 +1,4 @@
-// CudaBackend: unary, binary and where over any strides (cuda/elementwise.cu).
+// CudaBackend: unary, binary and where over any strides, and scale_by (cuda/elementwise.cu).
 #include "core/ops.h"
 #include "cuda/cuda_backend.h"
 
@@ -21,7 +21,19 @@ void CudaBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Te
   DeviceContext& ctx = context_of(out);
   if (out.numel() == 0) return;
   const Geometry<3> g = make_geometry<3>(out.shape(), {&out.strides(), &a.strides(), &b.strides()}, op_name(op));
+  if (b.dtype() != a.dtype()) {  // a 16-bit branch added to the f32 stream
+    LATHE_CHECK(op == BinaryOp::add && a.dtype() == DType::f32 && out.dtype() == DType::f32, "binary ", op_name(op),
+                ": operands ", a.desc(), " and ", b.desc(), " differ in dtype");
+    launch_add_widening(dt_of(b.dtype()), g, static_cast<float*>(out.data_ptr()),
+                        static_cast<const float*>(a.data_ptr()), b.data_ptr(), ctx.stream);
+    return;
+  }
   launch_binary(op, dt_of(a.dtype()), g, out.data_ptr(), a.data_ptr(), b.data_ptr(), ctx.stream);
+}
+
+void CudaBackend::scale_by(const Tensor& x, const Tensor& s) {
+  DeviceContext& ctx = context_of(x);
+  launch_scale_by(dt_of(x.dtype()), x.data_ptr(), x.numel(), s.data_ptr(), ctx.stream);
 }
 
 void CudaBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {

@@ -30,8 +30,8 @@ void CudaBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor
   const Tensor xc = x.contiguous(), wc = contiguous_or_undefined(weight), bc = contiguous_or_undefined(bias);
   const auto [rows, len] = rows_of(xc);
   check_grid(rows, "layer_norm", x);
-  launch_layer_norm(dt_of(x.dtype()), xc.data_ptr(), ptr_or_null(wc), ptr_or_null(bc), eps, out.data_ptr(),
-                    mean.data_ptr(), rstd.data_ptr(), stat == DType::f64, rows, len, ctx.stream);
+  launch_layer_norm(dt_of(x.dtype()), dt_of(out.dtype()), xc.data_ptr(), ptr_or_null(wc), ptr_or_null(bc), eps,
+                    out.data_ptr(), mean.data_ptr(), rstd.data_ptr(), stat == DType::f64, rows, len, ctx.stream);
 }
 
 void CudaBackend::layer_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
@@ -53,9 +53,10 @@ void CudaBackend::layer_norm_backward(const Tensor& x, const Tensor& weight, con
     }
     scratch = scratch_like(x, layer_norm_backward_scratch_bytes(dt, rows, len));
   }
-  launch_layer_norm_backward(dt, xc.data_ptr(), ptr_or_null(wc), mc.data_ptr(), rc.data_ptr(), stat == DType::f64,
-                             gc.data_ptr(), gx.data_ptr(), mut_ptr_or_null(gweight), mut_ptr_or_null(gbias), rows,
-                             len, scratch.defined() ? scratch.data_ptr() : nullptr, ctx.stream);
+  launch_layer_norm_backward(dt, dt_of(gc.dtype()), xc.data_ptr(), ptr_or_null(wc), mc.data_ptr(), rc.data_ptr(),
+                             stat == DType::f64, gc.data_ptr(), gx.data_ptr(), mut_ptr_or_null(gweight),
+                             mut_ptr_or_null(gbias), rows, len, scratch.defined() ? scratch.data_ptr() : nullptr,
+                             ctx.stream);
 }
 
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, double eps, const Tensor& out, const Tensor& rstd) {
@@ -63,8 +64,8 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, double eps, co
   const Tensor xc = x.contiguous(), wc = contiguous_or_undefined(weight);
   const auto [rows, len] = rows_of(xc);
   check_grid(rows, "rms_norm", x);
-  launch_rms_norm(dt_of(x.dtype()), xc.data_ptr(), ptr_or_null(wc), eps, out.data_ptr(), rstd.data_ptr(),
-                  x.dtype() == DType::f64, rows, len, ctx.stream);
+  launch_rms_norm(dt_of(x.dtype()), dt_of(out.dtype()), xc.data_ptr(), ptr_or_null(wc), eps, out.data_ptr(),
+                  rstd.data_ptr(), x.dtype() == DType::f64, rows, len, ctx.stream);
 }
 
 void CudaBackend::rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& gy,
@@ -83,8 +84,8 @@ void CudaBackend::rms_norm_backward(const Tensor& x, const Tensor& weight, const
     }
     scratch = scratch_like(x, rms_norm_backward_scratch_bytes(dt, rows, len));
   }
-  launch_rms_norm_backward(dt, xc.data_ptr(), ptr_or_null(wc), rc.data_ptr(), x.dtype() == DType::f64, gc.data_ptr(),
-                           gx.data_ptr(), mut_ptr_or_null(gweight), rows, len,
+  launch_rms_norm_backward(dt, dt_of(gc.dtype()), xc.data_ptr(), ptr_or_null(wc), rc.data_ptr(),
+                           x.dtype() == DType::f64, gc.data_ptr(), gx.data_ptr(), mut_ptr_or_null(gweight), rows, len,
                            scratch.defined() ? scratch.data_ptr() : nullptr, ctx.stream);
 }
 

@@ -1,4 +1,5 @@
-// CudaBackend: the kernels over token ids, embedding and cross-entropy (cuda/tokens.cu).
+// CudaBackend: the kernels over token ids, embedding, cross-entropy and the fused classifier
+// (cuda/tokens.cu).
 //
 // The op layer (core/ops/) has checked every operand. Ids are checked by the kernels themselves; a
 // bad one surfaces as a lathe::Error at the host's next synchronisation with the GPU (see
@@ -51,6 +52,17 @@ void CudaBackend::cross_entropy_backward(const Tensor& logits, const Tensor& tar
   const int64_t gstride = gloss.dim() ? gloss.strides()[0] : 0;
   launch_cross_entropy_backward(dt_of(x.dtype()), x.data_ptr(), N, V, dt_of(t.dtype()), t.data_ptr(), ignore_index,
                                 gloss.data_ptr(), gstride, glogits.data_ptr(), ctx.error_device, ctx.stream);
+}
+
+void CudaBackend::cross_entropy_fused(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                                      const Tensor& weight, const Tensor& losses, const Tensor& glogits) {
+  DeviceContext& ctx = context_of(losses);
+  const Tensor t = targets.contiguous();
+  const int64_t N = logits.shape()[0], V = logits.shape()[1];
+  check_grid(N, "cross_entropy_fused", logits);
+  launch_cross_entropy_fused(dt_of(logits.dtype()), logits.data_ptr(), N, V, dt_of(t.dtype()), t.data_ptr(),
+                             ignore_index, ptr_or_null(weight), losses.data_ptr(), mut_ptr_or_null(glogits),
+                             ctx.error_device, ctx.stream);
 }
 
 }  // namespace lathe::cuda

@@ -6,13 +6,14 @@
 // core/cpu/<stem>.cpp, its CUDA kernels in cuda/<stem>.cu, their host glue in backend_<stem>.cpp:
 //   cuda_backend.cpp           memory, copies between host and device, synchronisation
 //   backend_copy.cpp           copy, fill, arange, random numbers
-//   backend_elementwise.cpp    unary, binary, where
+//   backend_elementwise.cpp    unary, binary, where, scale_by
 //   backend_reduce.cpp         sums, means, maxima over any dims
-//   backend_matmul.cpp         cuBLAS batched products (no .cu of its own)
+//   backend_matmul.cpp         cuBLAS batched products, linear layers through cuBLASLt's epilogues
+//                              (no .cu of its own)
 //   backend_norm.cpp           softmax, layer norm, RMSNorm
 //   backend_rope.cpp           rotary position embeddings
 //   backend_attention.cpp      fused causal attention (flash attention, forward and backward)
-//   backend_tokens.cpp         embedding, cross-entropy
+//   backend_tokens.cpp         embedding, cross-entropy, the fused classifier
 //   backend_index.cpp          index_select, index_add, gather, scatter_add
 //   backend_optim.cpp          Adam and AdamW
 // Every kernel runs on the device's one stream; the host waits only in copy_to_host and
@@ -51,9 +52,13 @@ class CudaBackend final : public Backend {
   void unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1) override;
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override;
   void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void scale_by(const Tensor& x, const Tensor& s) override;
 
   void reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, const Tensor& out) override;
   void matmul(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void linear(const Tensor& x, const Tensor& weight, const Tensor& bias, LinearEpilogue epilogue, const Tensor& out,
+              const Tensor& pre) override;
+  void linear_backward_weight(const Tensor& g, const Tensor& x, const Tensor& gweight, const Tensor& gbias) override;
 
   void softmax(const Tensor& x, const Tensor& out, bool log) override;
   void softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& gx, bool log) override;
@@ -78,6 +83,8 @@ class CudaBackend final : public Backend {
                      const Tensor& losses) override;
   void cross_entropy_backward(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
                               const Tensor& gloss, const Tensor& glogits) override;
+  void cross_entropy_fused(const Tensor& logits, const Tensor& targets, int64_t ignore_index, const Tensor& weight,
+                           const Tensor& losses, const Tensor& glogits) override;
 
   void index_select(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) override;
   void index_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) override;

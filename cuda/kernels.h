@@ -78,6 +78,11 @@ void launch_binary(BinaryOp op, DT dtype, const Geometry<3>& g, void* out, const
                    cudaStream_t s);
 void launch_where(DT dtype, const Geometry<4>& g, void* out, const void* cond, const void* a, const void* b,
                   cudaStream_t s);
+// out = a + b for f32 a and out and a 16-bit b of dtype b_dtype (operand 0 = out, 1 = a, 2 = b).
+void launch_add_widening(DT b_dtype, const Geometry<3>& g, float* out, const float* a, const void* b, cudaStream_t s);
+// x[i] *= scale[0] in place over n contiguous elements; scale is one element of x's compute type in
+// device memory. Every block reads it first and returns when it is 1.
+void launch_scale_by(DT dtype, void* x, int64_t n, const void* scale, cudaStream_t s);
 
 // ---- reduce.cu ----
 // Reduces rows of a contiguous x viewed as [K, R] (rows = true) or [R, K] (rows = false) into out[K].
@@ -90,22 +95,27 @@ void launch_reduce(ReduceOp op, DT dtype, const void* x, int64_t K, int64_t R, b
 void launch_softmax(DT dtype, const void* x, void* y, int64_t rows, int64_t len, bool log, cudaStream_t s);
 void launch_softmax_backward(DT dtype, const void* y, const void* gy, void* gx, int64_t rows, int64_t len,
                              bool log, cudaStream_t s);
-// w and b may be null; mean/rstd are f64 when stat_f64, else f32.
-void launch_layer_norm(DT dtype, const void* x, const void* w, const void* b, double eps, void* y, void* mean,
-                       void* rstd, bool stat_f64, int64_t rows, int64_t len, cudaStream_t s);
+// x, w, b of `dtype` (w and b may be null), y of y_dtype (dtype, or 16-bit for f32 x); mean/rstd are
+// f64 when stat_f64, else f32.
+void launch_layer_norm(DT dtype, DT y_dtype, const void* x, const void* w, const void* b, double eps, void* y,
+                       void* mean, void* rstd, bool stat_f64, int64_t rows, int64_t len, cudaStream_t s);
 size_t layer_norm_backward_scratch_bytes(DT dtype, int64_t rows, int64_t len);
-// gw and gb may be null (not wanted); w may be null (no affine weight).
-void launch_layer_norm_backward(DT dtype, const void* x, const void* w, const void* mean, const void* rstd,
-                                bool stat_f64, const void* gy, void* gx, void* gw, void* gb, int64_t rows,
-                                int64_t len, void* scratch, cudaStream_t s);
+// gy of gy_dtype (the forward's y_dtype), everything else of `dtype`; gw and gb may be null (not
+// wanted); w may be null (no affine weight).
+void launch_layer_norm_backward(DT dtype, DT gy_dtype, const void* x, const void* w, const void* mean,
+                                const void* rstd, bool stat_f64, const void* gy, void* gx, void* gw, void* gb,
+                                int64_t rows, int64_t len, void* scratch, cudaStream_t s);
 
-// RMSNorm: w may be null (no weight); rstd is f64 when stat_f64, else f32.
-void launch_rms_norm(DT dtype, const void* x, const void* w, double eps, void* y, void* rstd, bool stat_f64,
-                     int64_t rows, int64_t len, cudaStream_t s);
+// RMSNorm: x and w of `dtype` (w may be null: no weight), y of y_dtype (dtype, or 16-bit for f32 x);
+// rstd is f64 when stat_f64, else f32.
+void launch_rms_norm(DT dtype, DT y_dtype, const void* x, const void* w, double eps, void* y, void* rstd,
+                     bool stat_f64, int64_t rows, int64_t len, cudaStream_t s);
 size_t rms_norm_backward_scratch_bytes(DT dtype, int64_t rows, int64_t len);
-// gw may be null (not wanted); w may be null (no weight).
-void launch_rms_norm_backward(DT dtype, const void* x, const void* w, const void* rstd, bool stat_f64, const void* gy,
-                              void* gx, void* gw, int64_t rows, int64_t len, void* scratch, cudaStream_t s);
+// gy of gy_dtype (the forward's y_dtype), everything else of `dtype`; gw may be null (not wanted);
+// w may be null (no weight).
+void launch_rms_norm_backward(DT dtype, DT gy_dtype, const void* x, const void* w, const void* rstd, bool stat_f64,
+                              const void* gy, void* gx, void* gw, int64_t rows, int64_t len, void* scratch,
+                              cudaStream_t s);
 
 // ---- rope.cu: rotary position embeddings ----
 // x and out are [B, H, T, D] with the strides given (in elements, unit last); cos and sin [T, D/2]
@@ -162,6 +172,11 @@ void launch_cross_entropy(DT dtype, const void* logits, int64_t rows, int64_t cl
 void launch_cross_entropy_backward(DT dtype, const void* logits, int64_t rows, int64_t classes, DT t_dtype,
                                    const void* targets, int64_t ignore_index, const void* gloss,
                                    int64_t gloss_stride, void* glogits, DeviceErrorInfo* err, cudaStream_t s);
+// The fused classifier: losses (compute type) and, when glogits is not null, the gradient rows
+// scaled by weight[0] (compute type, device memory); glogits may equal logits.
+void launch_cross_entropy_fused(DT dtype, const void* logits, int64_t rows, int64_t classes, DT t_dtype,
+                                const void* targets, int64_t ignore_index, const void* weight, void* losses,
+                                void* glogits, DeviceErrorInfo* err, cudaStream_t s);
 
 // ---- index.cu ----
 // Tensors are described as [outer, size, inner] around the indexed dim (x and out contiguous).

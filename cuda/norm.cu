@@ -2,7 +2,8 @@
 // with their backward passes. One block per row; the block size follows the row length.
 //
 // The arithmetic follows core/cpu/norm.cpp: softmax sums in the compute type (f32, or f64
-// for f64), layer-norm statistics in f64 in two passes, 16-bit rows computed in f32. Reductions
+// for f64), layer-norm statistics in f64 in two passes, 16-bit rows computed in f32; layer norm
+// may write an f32 row into 16 bits (and read its 16-bit gradient back into f32). Reductions
 // run in a fixed tree, so results repeat run to run; the layer-norm weight and bias gradients
 // are summed per fixed chunk of rows and the chunks combined in order (no atomics).
 #include "cuda/device_common.cuh"
@@ -61,15 +62,17 @@ __global__ void softmax_backward_kernel(const T* __restrict__ y, const T* __rest
 template <class T>
 using stat_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
-template <class T>
+// Y: the output's element type, T or (for an f32 x) 16 bits: the f32 stream normalised straight into
+// the dtype of the product that reads it.
+template <class T, class Y>
 __global__ void layer_norm_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
-                                  double eps, T* __restrict__ y, stat_t<T>* __restrict__ mean,
+                                  double eps, Y* __restrict__ y, stat_t<T>* __restrict__ mean,
                                   stat_t<T>* __restrict__ rstd, int64_t len) {
   using C = compute_t<T>;
   __shared__ double shared[32];
   const int64_t row = blockIdx.x;
   const T* xr = x + row * len;
-  T* yr = y + row * len;
+  Y* yr = y + row * len;
   // Two passes in f64: the centred variance does not cancel catastrophically.
   double acc = 0;
   for (int64_t i = threadIdx.x; i < len; i += blockDim.x) acc += double(to_c(xr[i]));
@@ -89,20 +92,21 @@ __global__ void layer_norm_kernel(const T* __restrict__ x, const T* __restrict__
   for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
     const C wv = w ? to_c(w[i]) : C(1);
     const C bv = b ? to_c(b[i]) : C(0);
-    yr[i] = from_c<T>((to_c(xr[i]) - m) * s * wv + bv);
+    yr[i] = from_c<Y>((to_c(xr[i]) - m) * s * wv + bv);
   }
 }
 
-// gx = rstd * (g - mean(g) - xh * mean(g * xh)) with xh = (x - mean) * rstd and g = gy * w.
-template <class T>
+// gx = rstd * (g - mean(g) - xh * mean(g * xh)) with xh = (x - mean) * rstd and g = gy * w; gy of the
+// forward output's element type G.
+template <class T, class G>
 __global__ void layer_norm_backward_kernel(const T* __restrict__ x, const T* __restrict__ w,
                                            const stat_t<T>* __restrict__ mean, const stat_t<T>* __restrict__ rstd,
-                                           const T* __restrict__ gy, T* __restrict__ gx, int64_t len) {
+                                           const G* __restrict__ gy, T* __restrict__ gx, int64_t len) {
   using C = compute_t<T>;
   __shared__ double shared[32];
   const int64_t row = blockIdx.x;
   const T* xr = x + row * len;
-  const T* gr = gy + row * len;
+  const G* gr = gy + row * len;
   const C mu = C(mean[row]), rs = C(rstd[row]);
   double sum_g = 0, sum_gx = 0;
   for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
@@ -128,9 +132,9 @@ int64_t ln_chunk_rows(int64_t rows) {
   return c;
 }
 
-template <class T>
+template <class T, class G>
 __global__ void layer_norm_param_partials(const T* __restrict__ x, const stat_t<T>* __restrict__ mean,
-                                          const stat_t<T>* __restrict__ rstd, const T* __restrict__ gy,
+                                          const stat_t<T>* __restrict__ rstd, const G* __restrict__ gy,
                                           int64_t rows, int64_t len, int64_t chunk_rows,
                                           compute_t<T>* __restrict__ part_w, compute_t<T>* __restrict__ part_b) {
   using C = compute_t<T>;
@@ -170,6 +174,20 @@ __global__ void layer_norm_param_combine(const compute_t<T>* __restrict__ part, 
   out[col] = from_c<T>(acc);
 }
 
+// Calls fn.template operator()<T, Y>() for x's element type T and the element type Y of the layer
+// norm's output (or of its gradient): T itself, or 16 bits for an f32 x.
+template <class Fn>
+void dispatch_layer_norm(const char* op, DT dtype, DT y_dtype, Fn&& fn) {
+  LATHE_CUDA_DISPATCH_FLOAT(dtype, op, [&]<class T>() {
+    if (y_dtype == dtype) return fn.template operator()<T, T>();
+    if constexpr (std::is_same_v<T, float>) {
+      if (y_dtype == DT::bf16) return fn.template operator()<T, bf16_t>();
+      if (y_dtype == DT::f16) return fn.template operator()<T, f16_t>();
+    }
+    fail_dtype(op, y_dtype);
+  });
+}
+
 }  // namespace
 
 void launch_softmax(DT dtype, const void* x, void* y, int64_t rows, int64_t len, bool log, cudaStream_t s) {
@@ -191,13 +209,13 @@ void launch_softmax_backward(DT dtype, const void* y, const void* gy, void* gx, 
   check_launch("softmax_backward");
 }
 
-void launch_layer_norm(DT dtype, const void* x, const void* w, const void* b, double eps, void* y, void* mean,
-                       void* rstd, bool stat_f64, int64_t rows, int64_t len, cudaStream_t s) {
+void launch_layer_norm(DT dtype, DT y_dtype, const void* x, const void* w, const void* b, double eps, void* y,
+                       void* mean, void* rstd, bool stat_f64, int64_t rows, int64_t len, cudaStream_t s) {
   if (rows == 0) return;
   if (stat_f64 != (dtype == DT::f64)) fail_dtype("layer_norm (statistics must be f64 exactly for f64 input)", dtype);
-  LATHE_CUDA_DISPATCH_FLOAT(dtype, "layer_norm", [&]<class T>() {
-    layer_norm_kernel<T><<<unsigned(rows), row_threads(len), 0, s>>>(
-        static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b), eps, static_cast<T*>(y),
+  dispatch_layer_norm("layer_norm", dtype, y_dtype, [&]<class T, class Y>() {
+    layer_norm_kernel<T, Y><<<unsigned(rows), row_threads(len), 0, s>>>(
+        static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b), eps, static_cast<Y*>(y),
         static_cast<stat_t<T>*>(mean), static_cast<stat_t<T>*>(rstd), len);
   });
   check_launch("layer_norm");
@@ -209,18 +227,18 @@ size_t layer_norm_backward_scratch_bytes(DT dtype, int64_t rows, int64_t len) {
   return 2 * size_t(chunks) * size_t(len) * c_bytes;
 }
 
-void launch_layer_norm_backward(DT dtype, const void* x, const void* w, const void* mean, const void* rstd,
-                                bool stat_f64, const void* gy, void* gx, void* gw, void* gb, int64_t rows,
-                                int64_t len, void* scratch, cudaStream_t s) {
+void launch_layer_norm_backward(DT dtype, DT gy_dtype, const void* x, const void* w, const void* mean,
+                                const void* rstd, bool stat_f64, const void* gy, void* gx, void* gw, void* gb,
+                                int64_t rows, int64_t len, void* scratch, cudaStream_t s) {
   if (rows == 0) return;
   if (stat_f64 != (dtype == DT::f64))
     fail_dtype("layer_norm_backward (statistics must be f64 exactly for f64 input)", dtype);
-  LATHE_CUDA_DISPATCH_FLOAT(dtype, "layer_norm_backward", [&]<class T>() {
+  dispatch_layer_norm("layer_norm_backward", dtype, gy_dtype, [&]<class T, class G>() {
     using C = compute_t<T>;
     using S = stat_t<T>;
     const T* xt = static_cast<const T*>(x);
-    const T* gyt = static_cast<const T*>(gy);
-    layer_norm_backward_kernel<T><<<unsigned(rows), row_threads(len), 0, s>>>(
+    const G* gyt = static_cast<const G*>(gy);
+    layer_norm_backward_kernel<T, G><<<unsigned(rows), row_threads(len), 0, s>>>(
         xt, static_cast<const T*>(w), static_cast<const S*>(mean), static_cast<const S*>(rstd), gyt,
         static_cast<T*>(gx), len);
     if (!gw && !gb) return;
@@ -228,7 +246,7 @@ void launch_layer_norm_backward(DT dtype, const void* x, const void* w, const vo
     const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
     C* part_w = gw ? static_cast<C*>(scratch) : nullptr;
     C* part_b = gb ? static_cast<C*>(scratch) + chunks * len : nullptr;
-    layer_norm_param_partials<T><<<dim3(unsigned((len + 31) / 32), unsigned(chunks)), dim3(32, kLnLanes), 0, s>>>(
+    layer_norm_param_partials<T, G><<<dim3(unsigned((len + 31) / 32), unsigned(chunks)), dim3(32, kLnLanes), 0, s>>>(
         xt, static_cast<const S*>(mean), static_cast<const S*>(rstd), gyt, rows, len, chunk_rows, part_w, part_b);
     const unsigned blocks = unsigned((len + kThreads - 1) / kThreads);
     if (gw) layer_norm_param_combine<T><<<blocks, kThreads, 0, s>>>(part_w, chunks, len, static_cast<T*>(gw));
@@ -241,15 +259,16 @@ void launch_layer_norm_backward(DT dtype, const void* x, const void* w, const vo
 
 namespace {
 
-// The mean square in f64, as on the CPU (core/cpu/norm.cpp).
-template <class T>
-__global__ void rms_norm_kernel(const T* __restrict__ x, const T* __restrict__ w, double eps, T* __restrict__ y,
+// The mean square in f64, as on the CPU (core/cpu/norm.cpp). Y: the output's element type (T, or
+// 16-bit for an f32 x).
+template <class T, class Y>
+__global__ void rms_norm_kernel(const T* __restrict__ x, const T* __restrict__ w, double eps, Y* __restrict__ y,
                                 stat_t<T>* __restrict__ rstd, int64_t len) {
   using C = compute_t<T>;
   __shared__ double shared[32];
   const int64_t row = blockIdx.x;
   const T* xr = x + row * len;
-  T* yr = y + row * len;
+  Y* yr = y + row * len;
   double acc = 0;
   for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
     const double v = double(to_c(xr[i]));
@@ -259,19 +278,20 @@ __global__ void rms_norm_kernel(const T* __restrict__ x, const T* __restrict__ w
   const double rs = 1.0 / sqrt(ms + eps);
   if (threadIdx.x == 0) rstd[row] = stat_t<T>(rs);
   const C s = C(rs);
-  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) yr[i] = from_c<T>(to_c(xr[i]) * s * (w ? to_c(w[i]) : C(1)));
+  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) yr[i] = from_c<Y>(to_c(xr[i]) * s * (w ? to_c(w[i]) : C(1)));
 }
 
-// gx = rstd * (g - xh * mean(g * xh)) with xh = x * rstd and g = gy * w.
-template <class T>
+// gx = rstd * (g - xh * mean(g * xh)) with xh = x * rstd and g = gy * w. G: gy's element type (the
+// forward output's).
+template <class T, class G>
 __global__ void rms_norm_backward_kernel(const T* __restrict__ x, const T* __restrict__ w,
-                                         const stat_t<T>* __restrict__ rstd, const T* __restrict__ gy,
+                                         const stat_t<T>* __restrict__ rstd, const G* __restrict__ gy,
                                          T* __restrict__ gx, int64_t len) {
   using C = compute_t<T>;
   __shared__ double shared[32];
   const int64_t row = blockIdx.x;
   const T* xr = x + row * len;
-  const T* gr = gy + row * len;
+  const G* gr = gy + row * len;
   const C rs = C(rstd[row]);
   double acc = 0;
   for (int64_t i = threadIdx.x; i < len; i += blockDim.x)
@@ -284,9 +304,9 @@ __global__ void rms_norm_backward_kernel(const T* __restrict__ x, const T* __res
 }
 
 // The weight gradient, pass 1: as layer_norm_param_partials, with xh = x * rstd.
-template <class T>
+template <class T, class G>
 __global__ void rms_norm_weight_partials(const T* __restrict__ x, const stat_t<T>* __restrict__ rstd,
-                                         const T* __restrict__ gy, int64_t rows, int64_t len, int64_t chunk_rows,
+                                         const G* __restrict__ gy, int64_t rows, int64_t len, int64_t chunk_rows,
                                          compute_t<T>* __restrict__ part_w) {
   using C = compute_t<T>;
   __shared__ C sw[kLnLanes][32];
@@ -307,14 +327,14 @@ __global__ void rms_norm_weight_partials(const T* __restrict__ x, const stat_t<T
 
 }  // namespace
 
-void launch_rms_norm(DT dtype, const void* x, const void* w, double eps, void* y, void* rstd, bool stat_f64,
-                     int64_t rows, int64_t len, cudaStream_t s) {
+void launch_rms_norm(DT dtype, DT y_dtype, const void* x, const void* w, double eps, void* y, void* rstd,
+                     bool stat_f64, int64_t rows, int64_t len, cudaStream_t s) {
   if (rows == 0) return;
   if (stat_f64 != (dtype == DT::f64)) fail_dtype("rms_norm (statistics must be f64 exactly for f64 input)", dtype);
-  LATHE_CUDA_DISPATCH_FLOAT(dtype, "rms_norm", [&]<class T>() {
-    rms_norm_kernel<T><<<unsigned(rows), row_threads(len), 0, s>>>(static_cast<const T*>(x), static_cast<const T*>(w),
-                                                                   eps, static_cast<T*>(y),
-                                                                   static_cast<stat_t<T>*>(rstd), len);
+  dispatch_layer_norm("rms_norm", dtype, y_dtype, [&]<class T, class Y>() {
+    rms_norm_kernel<T, Y><<<unsigned(rows), row_threads(len), 0, s>>>(
+        static_cast<const T*>(x), static_cast<const T*>(w), eps, static_cast<Y*>(y), static_cast<stat_t<T>*>(rstd),
+        len);
   });
   check_launch("rms_norm");
 }
@@ -324,23 +344,24 @@ size_t rms_norm_backward_scratch_bytes(DT dtype, int64_t rows, int64_t len) {
   return size_t(chunks) * size_t(len) * (dtype == DT::f64 ? 8 : 4);
 }
 
-void launch_rms_norm_backward(DT dtype, const void* x, const void* w, const void* rstd, bool stat_f64, const void* gy,
-                              void* gx, void* gw, int64_t rows, int64_t len, void* scratch, cudaStream_t s) {
+void launch_rms_norm_backward(DT dtype, DT gy_dtype, const void* x, const void* w, const void* rstd, bool stat_f64,
+                              const void* gy, void* gx, void* gw, int64_t rows, int64_t len, void* scratch,
+                              cudaStream_t s) {
   if (rows == 0) return;
   if (stat_f64 != (dtype == DT::f64))
     fail_dtype("rms_norm_backward (statistics must be f64 exactly for f64 input)", dtype);
-  LATHE_CUDA_DISPATCH_FLOAT(dtype, "rms_norm_backward", [&]<class T>() {
+  dispatch_layer_norm("rms_norm_backward", dtype, gy_dtype, [&]<class T, class G>() {
     using C = compute_t<T>;
     using S = stat_t<T>;
     const T* xt = static_cast<const T*>(x);
-    const T* gyt = static_cast<const T*>(gy);
-    rms_norm_backward_kernel<T><<<unsigned(rows), row_threads(len), 0, s>>>(
+    const G* gyt = static_cast<const G*>(gy);
+    rms_norm_backward_kernel<T, G><<<unsigned(rows), row_threads(len), 0, s>>>(
         xt, static_cast<const T*>(w), static_cast<const S*>(rstd), gyt, static_cast<T*>(gx), len);
     if (!gw) return;
     const int64_t chunk_rows = ln_chunk_rows(rows);
     const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
     C* part_w = static_cast<C*>(scratch);
-    rms_norm_weight_partials<T><<<dim3(unsigned((len + 31) / 32), unsigned(chunks)), dim3(32, kLnLanes), 0, s>>>(
+    rms_norm_weight_partials<T, G><<<dim3(unsigned((len + 31) / 32), unsigned(chunks)), dim3(32, kLnLanes), 0, s>>>(
         xt, static_cast<const S*>(rstd), gyt, rows, len, chunk_rows, part_w);
     layer_norm_param_combine<T><<<unsigned((len + kThreads - 1) / kThreads), kThreads, 0, s>>>(part_w, chunks, len,
                                                                                              static_cast<T*>(gw));

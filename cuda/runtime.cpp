@@ -102,6 +102,11 @@ DeviceContext& context(int index) {
   check_cublas(cublasSetMathMode(ctx->cublas, cublasMath_t(CUBLAS_DEFAULT_MATH |
                                                           CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
                "cublasSetMathMode");
+  // cuBLASLt (linear layers with epilogues, backend_matmul.cpp) with the workspace NVIDIA
+  // recommends for Hopper, held for the life of the process beside the caching allocator.
+  check_cublas(cublasLtCreate(&ctx->cublaslt), "cublasLtCreate");
+  ctx->lt_workspace_bytes = size_t(32) << 20;
+  check_cuda(cudaMalloc(&ctx->lt_workspace, ctx->lt_workspace_bytes), "cudaMalloc (cuBLASLt workspace)");
   void* flag = nullptr;
   check_cuda(cudaHostAlloc(&flag, sizeof(DeviceErrorInfo), cudaHostAllocMapped), "cudaHostAlloc (error flag)");
   ctx->error_host = static_cast<DeviceErrorInfo*>(flag);

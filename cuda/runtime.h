@@ -1,11 +1,13 @@
-// Per-GPU runtime state of the CUDA backend: one stream, one cuBLAS handle, the mapped flag that
-// kernels raise for bad indices, and the device's properties. Created on first use of a device,
+// Per-GPU runtime state of the CUDA backend: one stream, one cuBLAS and one cuBLASLt handle (with
+// the workspace of its products), the mapped flag that kernels raise for bad indices, and the
+// device's properties. Created on first use of a device,
 // never destroyed (tensors may outlive static destructors; the driver frees it all at exit).
 #pragma once
 
 #include <cstdint>
 #include <string>
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -17,6 +19,9 @@ struct DeviceContext {
   int index = 0;
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
+  cublasLtHandle_t cublaslt = nullptr;
+  void* lt_workspace = nullptr;  // device memory for cuBLASLt's split-K and epilogue products
+  size_t lt_workspace_bytes = 0;
   DeviceErrorInfo* error_host = nullptr;    // host view of the mapped error flag
   DeviceErrorInfo* error_device = nullptr;  // the same memory as kernels see it
   int sm_count = 0;

@@ -1,5 +1,5 @@
 // Kernels indexed by token ids: embedding (ids pick rows) and cross-entropy (targets pick
-// classes), forward and backward, following core/cpu/tokens.cpp.
+// classes), forward and backward, and the fused classifier, following core/cpu/tokens.cpp.
 //
 // Ids out of range are recorded in the device's error flag (never read out of bounds); the host
 // raises the error at its next synchronisation. The embedding gradient is deterministic without
@@ -232,12 +232,74 @@ __global__ void cross_entropy_backward_kernel(const T* __restrict__ logits, int6
   }
 }
 
+// ---- the fused classifier: one block per row, its loss and (optionally) its gradient row ----
+// Pass 1 reads the row for its max and sum of exponentials (online per thread, then over the
+// block); pass 2 reads it again (from L2 mostly: a row of GPT-2's 50,304 classes is 100 KB in
+// bf16) and writes (exp(x - m) / s - onehot(t)) * w, as the CPU does. Rows are read in packs of
+// V elements (16 bytes) where the row length and the pointers allow. x[t] is read before the block
+// reduction, whose barriers order every read of pass 1 before any write of pass 2, so the
+// gradient may overwrite the logits (glogits == logits: no __restrict__ on either).
+template <class T, int V>
+__global__ void cross_entropy_fused_kernel(const T* logits, int64_t classes, const void* targets, bool t64,
+                                           int64_t ignore_index, const compute_t<T>* weight,
+                                           compute_t<T>* __restrict__ losses, T* glogits, DeviceErrorInfo* err) {
+  using C = compute_t<T>;
+  __shared__ MaxSum<C> shared[32];
+  const int64_t row = blockIdx.x;
+  const int64_t t = load_index(targets, t64, row);
+  T* o = glogits ? glogits + row * classes : nullptr;
+  if (t == ignore_index || t < 0 || t >= classes) {
+    if (threadIdx.x == 0) {
+      if (t != ignore_index) report_index_error(err, kCrossEntropyTarget, t, row, classes);
+      losses[row] = t == ignore_index ? C(0) : C(__int_as_float(0x7fc00000));  // NaN for a bad target
+    }
+    if (o)
+      for (int64_t i = threadIdx.x; i < classes; i += blockDim.x) o[i] = from_c<T>(C(0));
+    return;
+  }
+  const T* xr = logits + row * classes;
+  const C xt = to_c(xr[t]);
+  const int64_t packs = classes / V;
+  MaxSum<C> ms{m_lowest<C>(), C(0)};
+  for (int64_t i = threadIdx.x; i < packs; i += blockDim.x) {
+    const Pack<T, V> p = reinterpret_cast<const Pack<T, V>*>(xr)[i];
+#pragma unroll
+    for (int k = 0; k < V; ++k) ms = add_ms(ms, to_c(p.v[k]));
+  }
+  ms = block_allreduce(ms, [](MaxSum<C> a, MaxSum<C> b) { return combine_ms(a, b); }, shared);
+  if (threadIdx.x == 0) losses[row] = m_log(ms.s) + (ms.m - xt);
+  if (!o) return;
+  const C w = *weight;
+  const C scale = w / ms.s;
+  for (int64_t i = threadIdx.x; i < packs; i += blockDim.x) {
+    const Pack<T, V> p = reinterpret_cast<const Pack<T, V>*>(xr)[i];
+    Pack<T, V> g;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      C v = m_exp(to_c(p.v[k]) - ms.m) * scale;
+      if (i * V + k == t) v -= w;
+      g.v[k] = from_c<T>(v);
+    }
+    reinterpret_cast<Pack<T, V>*>(o)[i] = g;
+  }
+}
+
 int row_threads(int64_t len) {
   int64_t t = (len + 3) / 4;
   t = (t + 31) / 32 * 32;
   if (t < 32) t = 32;
   if (t > 1024) t = 1024;
   return int(t);
+}
+
+template <class T, int V>
+void run_cross_entropy_fused(const void* logits, int64_t rows, int64_t classes, const void* targets, bool t64,
+                             int64_t ignore_index, const void* weight, void* losses, void* glogits,
+                             DeviceErrorInfo* err, cudaStream_t s) {
+  using C = compute_t<T>;
+  cross_entropy_fused_kernel<T, V><<<unsigned(rows), row_threads(classes / V), 0, s>>>(
+      static_cast<const T*>(logits), classes, targets, t64, ignore_index, static_cast<const C*>(weight),
+      static_cast<C*>(losses), static_cast<T*>(glogits), err);
 }
 
 }  // namespace
@@ -314,6 +376,23 @@ void launch_cross_entropy_backward(DT dtype, const void* logits, int64_t rows, i
         static_cast<const T*>(gloss), gloss_stride, static_cast<T*>(glogits), err);
   });
   check_launch("cross_entropy_backward");
+}
+
+void launch_cross_entropy_fused(DT dtype, const void* logits, int64_t rows, int64_t classes, DT t_dtype,
+                                const void* targets, int64_t ignore_index, const void* weight, void* losses,
+                                void* glogits, DeviceErrorInfo* err, cudaStream_t s) {
+  if (rows == 0) return;
+  const bool t64 = t_dtype == DT::i64;
+  LATHE_CUDA_DISPATCH_FLOAT(dtype, "cross_entropy_fused", [&]<class T>() {
+    // Packs of 16 bytes when every row starts on one: the row length a multiple of the pack.
+    constexpr int V = pack_width<T>();
+    const bool packed = classes % V == 0 && aligned_to(logits, 16) && (!glogits || aligned_to(glogits, 16));
+    if (packed)
+      run_cross_entropy_fused<T, V>(logits, rows, classes, targets, t64, ignore_index, weight, losses, glogits, err, s);
+    else
+      run_cross_entropy_fused<T, 1>(logits, rows, classes, targets, t64, ignore_index, weight, losses, glogits, err, s);
+  });
+  check_launch("cross_entropy_fused");
 }
 
 }  // namespace lathe::cuda

@@ -33,12 +33,16 @@ MLP::MLP(int64_t C, bool bias, double p, std::shared_ptr<Generator> gen, LayerOp
 }
 
 Tensor MLP::forward(const Tensor& x) const {
-  const Tensor h = precision_.cast(OpClass::activation, c_fc.forward(x));
   Tensor a;
   switch (activation) {
-    case Activation::gelu_tanh: a = gelu.forward(h); break;
-    case Activation::squared_relu: a = squared_relu(h); break;
-    case Activation::swiglu: a = mul(silu(precision_.cast(OpClass::activation, c_gate->forward(x))), h); break;
+    // GELU is c_fc's epilogue, in c_fc's (the matmul) dtype: the policy's activation dtype too.
+    case Activation::gelu_tanh: a = c_fc.forward_gelu(x); break;
+    case Activation::squared_relu: a = squared_relu(precision_.cast(OpClass::activation, c_fc.forward(x))); break;
+    case Activation::swiglu: {
+      const Tensor h = precision_.cast(OpClass::activation, c_fc.forward(x));
+      a = mul(silu(precision_.cast(OpClass::activation, c_gate->forward(x))), h);
+      break;
+    }
   }
   return dropout.forward(c_proj.forward(a));
 }
@@ -57,9 +61,11 @@ Block::Block(int64_t C, int64_t H, bool bias, double p, std::shared_ptr<Generato
 }
 
 Tensor Block::forward(const Tensor& x_in, KVCache* cache) const {
-  Tensor r = precision_.cast(OpClass::residual, x_in);
-  Tensor x = add(r, precision_.cast(OpClass::residual, attn.forward(ln_1->forward(r), cache)));
-  return add(x, precision_.cast(OpClass::residual, mlp.forward(ln_2->forward(x))));
+  // Each branch's output (16-bit in a 16-bit run) joins the f32 stream in the add, which widens it
+  // as it reads it.
+  Tensor x = precision_.cast(OpClass::residual, x_in);
+  x = add(x, attn.forward(ln_1->forward(x), cache));
+  return add(x, mlp.forward(ln_2->forward(x)));
 }
 
 }  // namespace lathe::nn

@@ -42,7 +42,7 @@ class MLP : public Module {
   Activation activation;
   Linear c_fc;
   std::optional<Linear> c_gate;  // SwiGLU only
-  GELU gelu;
+  GELU gelu;  // nanoGPT's module; with gelu_tanh the forward runs it as c_fc's epilogue
   Linear c_proj;
   Dropout dropout;
 

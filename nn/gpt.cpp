@@ -119,18 +119,20 @@ Tensor GPT::hidden_states(const Tensor& idx, int64_t pos0, std::vector<KVCache>*
 }
 
 Tensor GPT::logits_of(const Tensor& hidden) const {
-  // Cross-entropy (and whoever reads the logits) works in the policy's loss dtype (f32); so does
-  // the soft-capping.
+  // The classifier (and whoever reads the logits) works in the policy's loss dtype; so does the
+  // soft-capping, in f32 arithmetic rounded once (bf16 logits in, bf16 capped logits out). Its
+  // backward keeps the capped logits, so the classifier cannot write its gradient over them.
   Tensor logits = precision_.policy->cast(OpClass::loss, lm_head.forward(transformer.ln_f->forward(hidden)));
   return config_.logit_softcap > 0 ? softcap(logits, config_.logit_softcap) : logits;
 }
 
 Tensor GPT::last_logits(const Tensor& hidden) const {
   const int64_t B = hidden.size(0), T = hidden.size(1);
-  return logits_of(hidden.narrow(1, T - 1, 1)).view({B, config_.vocab_size});
+  const PrecisionPolicy& p = *precision_.policy;
+  return p.cast(OpClass::softmax, logits_of(hidden.narrow(1, T - 1, 1))).view({B, config_.vocab_size});
 }
 
-GPTOutput GPT::forward(const Tensor& idx, const Tensor& targets) const {
+void GPT::check_inputs(const Tensor& idx, const Tensor& targets) const {
   check_token_ids("idx", idx, /*allow_ignore=*/false);
   LATHE_CHECK(idx.device() == device(), "GPT: idx is on ", idx.device().str(), " but the model is on ", device().str());
   if (targets.defined()) {
@@ -140,12 +142,22 @@ GPTOutput GPT::forward(const Tensor& idx, const Tensor& targets) const {
     LATHE_CHECK(targets.shape() == idx.shape(), "GPT: targets ", targets.desc(), " must have the shape of idx ",
                 idx.desc());
   }
-  Tensor x = hidden_states(idx, 0, nullptr);
+}
+
+GPTOutput GPT::forward(const Tensor& idx, const Tensor& targets) const {
+  check_inputs(idx, targets);
   GPTOutput out;
-  out.logits = logits_of(x);
-  if (targets.defined())
-    out.loss = cross_entropy(out.logits.view({-1, config_.vocab_size}), targets.reshape({-1}), /*ignore_index=*/-1);
+  out.logits = logits_of(hidden_states(idx, 0, nullptr));
+  // The output keeps the logits, so the classifier writes their gradient apart from them.
+  if (targets.defined()) out.loss = fused_cross_entropy(out.logits, targets, /*ignore_index=*/-1);
   return out;
+}
+
+Tensor GPT::loss(const Tensor& idx, const Tensor& targets) const {
+  LATHE_CHECK(targets.defined(), "GPT::loss: needs targets");
+  check_inputs(idx, targets);
+  Tensor logits = logits_of(hidden_states(idx, 0, nullptr));
+  return fused_cross_entropy(std::move(logits), targets, /*ignore_index=*/-1);
 }
 
 }  // namespace lathe::nn

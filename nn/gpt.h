@@ -86,8 +86,8 @@ struct SharedPrecision {
 };
 
 struct GPTOutput {
-  Tensor logits;  // [B, T, vocab_size]
-  Tensor loss;    // scalar mean cross-entropy; undefined without targets
+  Tensor logits;  // [B, T, vocab_size], in the precision policy's loss dtype (bf16 in a bf16 run)
+  Tensor loss;    // scalar mean cross-entropy (f32, f64 for an f64 model); undefined without targets
 };
 
 class GPT : public Module {
@@ -100,8 +100,14 @@ class GPT : public Module {
   explicit GPT(const GPTConfig& config, uint64_t seed = 0, Device device = Device::cpu());
 
   // idx [B, T] (i32 or i64, 1 <= T <= block_size, ids in [0, vocab_size)); targets likewise, or
-  // -1 for positions to ignore (as nanoGPT). Errors name the bad value and the limit.
+  // -1 for positions to ignore (as nanoGPT). Errors name the bad value and the limit. The loss is
+  // the fused classifier's (fused_cross_entropy): its gradient is computed in this forward, beside
+  // the logits the output keeps.
   GPTOutput forward(const Tensor& idx, const Tensor& targets = Tensor()) const;
+  // The loss of forward(idx, targets) alone, as a training step or an evaluation wants it: the
+  // logits are handed to the fused classifier, which writes their gradient over them, so a step
+  // holds one [B, T, vocab_size] tensor between forward and backward instead of two.
+  Tensor loss(const Tensor& idx, const Tensor& targets) const;
 
   // Parameters counted once each (the tied wte/lm_head weight once); nanoGPT reports the count
   // without the position embeddings (a model with rotary embeddings has none).
@@ -152,10 +158,14 @@ class GPT : public Module {
   // The final hidden states [B, T, C] of idx placed at positions pos0 .. pos0 + T - 1; with
   // caches (one per block), keys and values are appended to them.
   Tensor hidden_states(const Tensor& idx, int64_t pos0, std::vector<KVCache>* caches) const;
-  // Logits [B, T, V] of hidden states [B, T, C]: ln_f, lm_head, the soft-capping.
-  Tensor logits_of(const Tensor& hidden) const;
-  // Logits [B, V] of the last position of hidden states [B, T, C].
+  // Logits [B, V] of the last position of hidden states [B, T, C], in the policy's softmax dtype
+  // (f32 in a 16-bit run), for sampling.
   Tensor last_logits(const Tensor& hidden) const;
+  // Checks idx and targets (when defined) for forward and loss.
+  void check_inputs(const Tensor& idx, const Tensor& targets) const;
+  // Logits [B, T, V] of final hidden states: ln_f, lm_head, the soft-capping, in the policy's loss
+  // dtype (bf16 in a bf16 run).
+  Tensor logits_of(const Tensor& hidden) const;
 
   GPTConfig config_;
   std::shared_ptr<Generator> dropout_gen_;

@@ -20,8 +20,11 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias, LayerOptions opt)
 }
 
 Tensor Linear::forward(const Tensor& x) const {
-  return linear(precision_.cast(OpClass::matmul, x), precision_.cast(OpClass::matmul, weight),
-                precision_.cast(OpClass::matmul, bias));
+  return linear(precision_.cast(OpClass::matmul, x), weight, bias, copies());
+}
+
+Tensor Linear::forward_gelu(const Tensor& x) const {
+  return linear_gelu(precision_.cast(OpClass::matmul, x), weight, bias, copies());
 }
 
 void Linear::tie_weight(const Tensor& w) {
@@ -54,7 +57,11 @@ Norm::Norm(const char* kind, int64_t d, double e, bool with_weight, LayerOptions
 
 Tensor Norm::input(const char* kind, const Tensor& x) const {
   LATHE_CHECK(x.dim() >= 1 && x.shape().back() == dim, kind, ": input ", x.desc(), " must end in dim ", dim);
-  return precision_.cast(OpClass::layer_norm, x);
+  return precision_.cast(OpClass::residual, x);
+}
+
+DType Norm::output_dtype(const Tensor& stream) const {
+  return precision_.output_dtype(OpClass::layer_norm, stream.dtype());
 }
 
 LayerNorm::LayerNorm(int64_t d, bool with_bias, double e, LayerOptions opt, bool with_weight)
@@ -65,11 +72,17 @@ LayerNorm::LayerNorm(int64_t d, bool with_bias, double e, LayerOptions opt, bool
   }
 }
 
-Tensor LayerNorm::forward(const Tensor& x) const { return layer_norm(input("LayerNorm", x), weight, bias, eps); }
+Tensor LayerNorm::forward(const Tensor& x) const {
+  const Tensor stream = input("LayerNorm", x);
+  return layer_norm(stream, weight, bias, eps, output_dtype(stream));
+}
 
 RMSNorm::RMSNorm(int64_t d, bool with_weight, double e, LayerOptions opt) : Norm("RMSNorm", d, e, with_weight, opt) {}
 
-Tensor RMSNorm::forward(const Tensor& x) const { return rms_norm(input("RMSNorm", x), weight, eps); }
+Tensor RMSNorm::forward(const Tensor& x) const {
+  const Tensor stream = input("RMSNorm", x);
+  return rms_norm(stream, weight, eps, output_dtype(stream));
+}
 
 const char* norm_kind_name(NormKind k) { return k == NormKind::rms_norm ? "rms_norm" : "layer_norm"; }
 

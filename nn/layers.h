@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "core/random.h"
+#include "nn/functional.h"
 #include "nn/module.h"
 #include "nn/precision.h"
 
@@ -21,6 +22,9 @@ class PolicyRef {
   PolicyRef() = default;
   explicit PolicyRef(std::shared_ptr<const PrecisionPolicy> p) : p_(std::move(p)) {}
   Tensor cast(OpClass c, const Tensor& x) const { return p_ ? p_->cast(c, x) : x; }
+  DType output_dtype(OpClass c, DType natural) const { return p_ ? p_->output_dtype(c, natural) : natural; }
+  // The parameter's copy in the products' dtype (PrecisionPolicy::weight); undefined without one.
+  Tensor weight(const Tensor& p) const { return p_ ? p_->weight(p) : Tensor(); }
 
  private:
   std::shared_ptr<const PrecisionPolicy> p_;
@@ -37,6 +41,8 @@ class Linear : public Module {
   Linear(int64_t in_features, int64_t out_features, bool bias = true, LayerOptions opt = {});
   // x [..., in] -> [..., out]
   Tensor forward(const Tensor& x) const;
+  // GELU(forward(x)) in one pass over the output (the product's epilogue, nn/functional.h).
+  Tensor forward_gelu(const Tensor& x) const;
 
   // Makes this layer's weight the same tensor as `w` (weight tying, e.g. lm_head and wte).
   void tie_weight(const Tensor& w);
@@ -46,7 +52,10 @@ class Linear : public Module {
   Tensor bias;    // [out], undefined without bias
 
  private:
-  PolicyRef precision_;  // the product runs in the policy's matmul dtype (input, weight and bias cast)
+  // The product runs in the policy's matmul dtype: the input cast, the weight and bias read from
+  // their copies in the weight cast cache (once per step), the gradients f32 for the f32 masters.
+  PolicyRef precision_;
+  WeightCopies copies() const { return {precision_.weight(weight), precision_.weight(bias)}; }
 };
 
 class Embedding : public Module {
@@ -60,7 +69,8 @@ class Embedding : public Module {
 };
 
 // A normalisation over the last dim, so that a model's norms (GPT's ln_1, ln_2, ln_f) may be either
-// kind behind one interface. Both compute in the policy's layer_norm dtype (f32).
+// kind behind one interface. Both read the f32 stream, keep f32 statistics, and write the policy's
+// layer_norm dtype: 16 bits in a 16-bit run, the dtype of the product that reads the output.
 class Norm : public Module {
  public:
   virtual Tensor forward(const Tensor& x) const = 0;
@@ -72,11 +82,13 @@ class Norm : public Module {
  protected:
   // Registers the weight (unless `with_weight` is false); checks dim.
   Norm(const char* kind, int64_t dim, double eps, bool with_weight, LayerOptions opt);
-  // x, after checking that it ends in dim, cast to the policy's layer_norm dtype.
+  // x, after checking that it ends in dim, as the residual stream (the policy's residual dtype).
   Tensor input(const char* kind, const Tensor& x) const;
+  // The dtype the norm writes for that stream (the policy's layer_norm class).
+  DType output_dtype(const Tensor& stream) const;
 
  private:
-  PolicyRef precision_;
+  PolicyRef precision_;  // reads the f32 stream, writes the policy's layer_norm dtype (the next product's)
 };
 
 class LayerNorm : public Norm {

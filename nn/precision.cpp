@@ -43,23 +43,54 @@ const char* op_class_name(OpClass c) {
   return "?";
 }
 
-// The policy table (nn/precision.h): true where an op class runs in the run's 16-bit type.
+// The policy table (nn/precision.h): where an op class writes the run's 16-bit type.
 namespace {
 struct OpClassRule {
   OpClass op;
-  bool low;  // runs in bf16/f16 in a 16-bit run; f32 otherwise
+  bool bf16, fp16;  // writes bf16 in a bf16 run, f16 in an fp16 run; f32 otherwise
 };
 constexpr OpClassRule kPolicyTable[] = {
-    {OpClass::matmul, true},      {OpClass::activation, true}, {OpClass::softmax, false},
-    {OpClass::layer_norm, false}, {OpClass::residual, false},  {OpClass::embedding, false},
-    {OpClass::loss, false},
+    {OpClass::matmul, true, true},
+    {OpClass::activation, true, true},
+    {OpClass::softmax, false, false},
+    {OpClass::layer_norm, true, true},
+    {OpClass::residual, false, false},
+    {OpClass::embedding, false, false},
+    // The fused classifier keeps the gradient for an upstream gradient of 1, before fp16's loss
+    // scale multiplies it: probabilities over the rows (about 1e-9 at GPT-2's sizes) lie far below
+    // f16's smallest normal (6e-5), while bf16 has f32's range.
+    {OpClass::loss, true, false},
 };
 }  // namespace
 
 DType PrecisionPolicy::dtype(OpClass c) const {
-  for (const OpClassRule& r : kPolicyTable)
-    if (r.op == c) return r.low ? low_dtype(precision_) : DType::f32;
+  for (const OpClassRule& r : kPolicyTable) {
+    if (r.op != c) continue;
+    const bool low = precision_ == Precision::bf16 ? r.bf16 : precision_ == Precision::fp16 ? r.fp16 : false;
+    return low ? low_dtype(precision_) : DType::f32;
+  }
   LATHE_FAIL("precision policy: no rule for op class ", int(c));
+}
+
+DType PrecisionPolicy::output_dtype(OpClass c, DType natural) const {
+  return precision_ == Precision::f32 ? natural : dtype(c);
+}
+
+Tensor PrecisionPolicy::weight(const Tensor& p) const {
+  if (!p.defined() || precision_ == Precision::f32) return Tensor();
+  return weights_.get(p, dtype(OpClass::matmul));
+}
+
+Tensor WeightCastCache::get(const Tensor& p, DType dtype) {
+  Entry& e = entries_[p.id()];
+  const bool fresh = e.param.lock() == p.impl_ptr() && e.storage.lock() == p.storage() &&
+                     e.version == p.version() && e.copy.defined() && e.copy.dtype() == dtype &&
+                     e.copy.shape() == p.shape();
+  if (!fresh) {
+    NoGradGuard no_grad;
+    e = Entry{p.impl_ptr(), p.storage(), p.version(), p.detach().to(dtype)};
+  }
+  return e.copy;
 }
 
 Tensor PrecisionPolicy::cast(OpClass c, const Tensor& x) const {
@@ -73,21 +104,24 @@ void check_precision_supported(Precision p, Device device, const std::string& wh
   if (p == Precision::f32) return;
   const DType dt = low_dtype(p);
   try {
-    // What a 16-bit step runs: casts both ways, a Linear's product and bias, the activations (GELU,
-    // ReLU^2, SwiGLU's SiLU and product), rotary embeddings and QK-norm on q, the q scale, and their
-    // backward (products, the bias gradient's sum) on a tiny operand.
-    Tensor x = Tensor::ones({2, 4}, DType::f32, device);
-    Tensor w = Tensor::ones({4, 4}, DType::f32, device);
-    Tensor b = Tensor::zeros({4}, DType::f32, device);
-    x.requires_grad_();
-    w.requires_grad_();
-    b.requires_grad_();
-    Tensor h = linear(x.to(dt), w.to(dt), b.to(dt));
-    Tensor y = add(add(gelu(h), squared_relu(h)), mul(silu(h), h));
+    // What a 16-bit step runs, on tiny operands: LayerNorm and RMSNorm from the f32 stream into 16
+    // bits, the products on f32 master weights (with the bias and GELU epilogues), the activations
+    // (ReLU^2, SwiGLU's SiLU and product), rotary embeddings and QK-norm on q, the q scale and a
+    // batched product, the widening residual add, soft-capped 16-bit logits into the fused
+    // classifier, and all their backward kernels.
+    const PrecisionPolicy policy(p);
+    auto param = [&](const Shape& shape, double v) { return Tensor::full(shape, v, DType::f32, device).requires_grad_(); };
+    const Tensor x = param({2, 4}, 1.0), ln_w = param({4}, 1.0), ln_b = param({4}, 0.0);
+    const Tensor w1 = param({4, 4}, 0.5), b1 = param({4}, 0.0), w2 = param({4, 4}, 0.5), b2 = param({4}, 0.0);
+    Tensor h = linear_gelu(layer_norm(x, ln_w, ln_b, 1e-5, dt), w1, b1, {policy.weight(w1), policy.weight(b1)});
+    const Tensor g = linear(rms_norm(x, ln_w, 1e-5, dt), w1);
+    h = add(add(h, squared_relu(g)), mul(silu(g), g));
     const Tensor angles = Tensor::zeros({2, 2}, DType::f32, device);
-    y = rms_norm(rope(y.view({1, 1, 2, 4}), angles, angles), Tensor(), 1e-5).view({2, 4});
-    y = matmul(mul(y, 0.5), y.transpose(0, 1));
-    sum(y.to(DType::f32)).backward();
+    h = rms_norm(rope(h.view({1, 1, 2, 4}), angles, angles), Tensor(), 1e-5).view({2, 4});
+    h = matmul(mul(h, 0.5), h.transpose(0, 1));
+    Tensor s = add(x, linear(matmul(h, linear(layer_norm(x, ln_w, ln_b, 1e-5, dt), w1)), w2, b2));
+    Tensor logits = softcap(policy.cast(OpClass::loss, linear(layer_norm(s, ln_w, ln_b, 1e-5, dt), w1)), 30.0);
+    fused_cross_entropy(std::move(logits), Tensor::zeros({2}, DType::i64, device)).backward();
   } catch (const Error& e) {
     LATHE_FAIL(what, " ", precision_name(p), ": the ", device.str(), " device has no ", dtype_name(dt),
                " path for a kernel the policy needs: ", e.what());

@@ -1020,3 +1020,226 @@ TEST_CASE("cuda: host-device copies and syncs are counted once") {
   CHECK(transfer_stats().syncs == 2);
   CHECK(transfer_stats().host_to_device == 1);
 }
+
+// ---------------------------------------------------------------- a 16-bit step's kernels
+
+namespace {
+
+// The fused classifier in f64 from the logits' values: the mean loss over counted rows, and each
+// row's gradient (softmax - onehot) / count.
+std::pair<double, std::vector<double>> classified(const std::vector<double>& x, const std::vector<int64_t>& t,
+                                                  int64_t N, int64_t V) {
+  std::vector<double> grad(x.size(), 0.0);
+  double loss = 0;
+  int64_t count = 0;
+  for (int64_t n = 0; n < N; ++n) count += t[size_t(n)] != -1;
+  for (int64_t n = 0; n < N; ++n) {
+    if (t[size_t(n)] == -1) continue;
+    const double* row = x.data() + n * V;
+    double m = -std::numeric_limits<double>::infinity(), s = 0;
+    for (int64_t i = 0; i < V; ++i) m = std::max(m, row[i]);
+    for (int64_t i = 0; i < V; ++i) s += std::exp(row[i] - m);
+    loss += std::log(s) + m - row[t[size_t(n)]];
+    for (int64_t i = 0; i < V; ++i)
+      grad[size_t(n * V + i)] = (std::exp(row[i] - m) / s - (i == t[size_t(n)] ? 1.0 : 0.0)) / double(count);
+  }
+  return {count ? loss / double(count) : std::numeric_limits<double>::quiet_NaN(), grad};
+}
+
+// The largest |got - want| over |want|'s largest element (0 when both are all zero).
+double max_error(const std::vector<double>& got, const std::vector<double>& want) {
+  double err = 0, scale = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    err = std::max(err, std::abs(got[i] - want[i]));
+    scale = std::max(scale, std::abs(want[i]));
+  }
+  return scale > 0 ? err / scale : err;
+}
+
+}  // namespace
+
+TEST_CASE("cuda: the fused classifier against the f64 reference and the CPU, in place and apart") {
+  GPU_CASE();
+  struct Case {
+    int64_t N, V;
+    int ignore_every;
+  };
+  // One row; lengths that are not whole 16-byte packs (33, 21) and that are (64, 50304); ignored
+  // rows; every row ignored.
+  for (const Case c : {Case{1, 5, 0}, Case{3, 33, 0}, Case{4, 64, 2}, Case{2, 50304, 0}, Case{9, 100, 3},
+                       Case{6, 21, 1}}) {
+    for (DType t : {DType::f32, DType::bf16, DType::f64}) {
+      INFO(std::string(dtype_name(t)), " ", c.N, " x ", c.V, " ignoring every ", c.ignore_every);
+      const Tensor logits = random_tensor({c.N, c.V}, 90 + uint64_t(c.V), t, 4.0);
+      auto tv = Tensor::randint(0, c.V, {c.N}, 91).to_vector<int64_t>();
+      if (c.ignore_every)
+        for (size_t i = 0; i < tv.size(); i += size_t(c.ignore_every)) tv[i] = -1;
+      const Tensor targets = Tensor::from_vector(tv, {c.N});
+      const auto [want_loss, want_grad] = classified(host_values(logits), tv, c.N, c.V);
+      auto run = [&](Device d, bool in_place) {
+        Tensor w = logits.to(d).detach();
+        w.requires_grad_();
+        Tensor x = mul(w, 1.0);
+        const Tensor loss = in_place ? fused_cross_entropy(std::move(x), targets.to(d), -1)
+                                     : fused_cross_entropy(x, targets.to(d), -1);
+        mul(loss, 2.0).backward();
+        return std::pair{loss, w.grad()};
+      };
+      const auto [lc, gc] = run(kCpu, false);
+      for (bool in_place : {false, true}) {
+        INFO((in_place ? "in place" : "apart"));
+        const auto [lg, gg] = run(kGpu, in_place);
+        const double l = lg.item();
+        if (c.ignore_every == 1) CHECK(std::isnan(l));
+        else CHECK(std::abs(l - want_loss) <= (t == DType::f64 ? 1e-12 : 1e-5) * std::abs(want_loss) + 1e-6);
+        std::vector<double> want2 = want_grad;
+        for (double& g : want2) g *= 2.0;
+        // A gradient rounded once to its dtype, of f32 arithmetic (f64 for f64).
+        CHECK(max_error(host_values(gg), want2) <= (t == DType::bf16 ? 1.0 / 256 : t == DType::f32 ? 1e-5 : 1e-12));
+        CHECK(nmse(gg, gc) <= tolerance(t));
+        CHECK(nmse(lg, lc) <= tolerance(t == DType::f64 ? t : DType::f32));
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda: layer_norm from the f32 stream into 16 bits, and its 16-bit gradient back into f32") {
+  GPU_CASE();
+  for (DType low : {DType::bf16, DType::f16}) {
+    for (const Shape& shape : {Shape{37, 96}, Shape{3, 5, 768}}) {
+      INFO(std::string(dtype_name(low)), " ", shape_str(shape));
+      const int64_t D = shape.back();
+      const Tensor x = add(random_tensor(shape, 95, DType::f32, 2.0), 0.5);
+      const Tensor w = add(random_tensor({D}, 96, DType::f32, 0.1), 1.0), b = random_tensor({D}, 97, DType::f32, 0.1);
+      const Tensor gy = random_tensor(shape, 98, low);
+      auto run = [&](Device d) {
+        Tensor xd = x.to(d).detach(), wd = w.to(d).detach(), bd = b.to(d).detach();
+        for (Tensor* p : {&xd, &wd, &bd}) p->requires_grad_();
+        const Tensor y = layer_norm(xd, wd, bd, 1e-5, low);
+        sum(mul(y, gy.to(d))).backward();
+        return std::vector<Tensor>{y, xd.grad(), wd.grad(), bd.grad()};
+      };
+      const auto c = run(kCpu), g = run(kGpu);
+      CHECK(g[0].dtype() == low);
+      CHECK(g[1].dtype() == DType::f32);
+      CHECK(nmse(g[0], c[0]) <= tolerance(low));
+      for (size_t i = 1; i < c.size(); ++i) CHECK(nmse(g[i], c[i]) <= tolerance(DType::f32));
+    }
+  }
+}
+
+TEST_CASE("cuda: rms_norm from the f32 stream into 16 bits, and its 16-bit gradient back into f32") {
+  GPU_CASE();
+  for (DType low : {DType::bf16, DType::f16}) {
+    for (const Shape& shape : {Shape{37, 96}, Shape{3, 5, 768}}) {
+      INFO(std::string(dtype_name(low)), " ", shape_str(shape));
+      const int64_t D = shape.back();
+      const Tensor x = add(random_tensor(shape, 105, DType::f32, 2.0), 0.5);
+      const Tensor w = add(random_tensor({D}, 106, DType::f32, 0.1), 1.0);
+      const Tensor gy = random_tensor(shape, 108, low);
+      auto run = [&](Device d) {
+        Tensor xd = x.to(d).detach(), wd = w.to(d).detach();
+        for (Tensor* p : {&xd, &wd}) p->requires_grad_();
+        const Tensor y = rms_norm(xd, wd, 1e-5, low);
+        sum(mul(y, gy.to(d))).backward();
+        return std::vector<Tensor>{y, xd.grad(), wd.grad()};
+      };
+      const auto c = run(kCpu), g = run(kGpu);
+      CHECK(g[0].dtype() == low);
+      CHECK(g[1].dtype() == DType::f32);
+      CHECK(nmse(g[0], c[0]) <= tolerance(low));
+      for (size_t i = 1; i < c.size(); ++i) CHECK(nmse(g[i], c[i]) <= tolerance(DType::f32));
+    }
+  }
+}
+
+TEST_CASE("cuda: a 16-bit branch added to the f32 stream, and scale_by, are exact") {
+  GPU_CASE();
+  for (DType low : {DType::bf16, DType::f16}) {
+    INFO(std::string(dtype_name(low)));
+    const Tensor s = random_tensor({33, 65}, 100, DType::f32), h = random_tensor({33, 65}, 101, low);
+    CHECK(same_values(add(s.to(kGpu), h.to(kGpu)), add(s, h)));
+    CHECK(same_values(add(h.to(kGpu), s.to(kGpu)), add(s, h)));
+    CHECK(same_values(add(s.t().to(kGpu), h.to(kGpu).t()), add(s.t(), h.t())));  // strided
+    // One contiguous run that does not start on 16 bytes.
+    const Tensor sf = s.reshape({-1}).narrow(0, 1, 2000), hf = h.reshape({-1}).narrow(0, 3, 2000);
+    CHECK(same_values(add(s.to(kGpu).reshape({-1}).narrow(0, 1, 2000), h.to(kGpu).reshape({-1}).narrow(0, 3, 2000)),
+                      add(sf, hf)));
+  }
+  for (DType t : kFloatTypes) {
+    INFO(std::string(dtype_name(t)));
+    const DType acc = t == DType::f64 ? DType::f64 : DType::f32;
+    for (double v : {1.0, 3.0, 0.1}) {
+      const Tensor x = random_tensor({1000 + 3}, 102, t);  // a tail past the packs
+      Tensor xc = x.clone(), xg = x.to(kGpu);
+      backend_for(kCpu).scale_by(xc, Tensor::scalar(v, acc));
+      backend_for(kGpu).scale_by(xg, Tensor::scalar(v, acc, kGpu));
+      CHECK(same_values(xg, xc));
+      if (v == 1.0) CHECK(same_values(xg, x));
+      Tensor off = x.to(kGpu).narrow(0, 1, 1000).contiguous();  // a fresh block: aligned
+      Tensor view = x.to(kGpu).narrow(0, 1, 1000);               // 1 element in: not on 16 bytes
+      backend_for(kGpu).scale_by(view, Tensor::scalar(v, acc, kGpu));
+      backend_for(kGpu).scale_by(off, Tensor::scalar(v, acc, kGpu));
+      CHECK(same_values(view, off));
+    }
+  }
+}
+
+TEST_CASE("cuda: 16-bit products into f32, and linear layers with cuBLASLt's epilogues and without") {
+  GPU_CASE();
+  Backend& gpu = backend_for(kGpu);
+  Backend& cpu = backend_for(kCpu);
+  for (DType t : {DType::bf16, DType::f16}) {
+    INFO(std::string(dtype_name(t)));
+    const Tensor a = random_tensor({19, 40}, 110, t), b = random_tensor({40, 27}, 111, t);
+    Tensor oc = Tensor::empty({19, 27}), og = Tensor::empty({19, 27}, DType::f32, kGpu);
+    cpu.matmul(a, b, oc);
+    gpu.matmul(a.to(kGpu), b.to(kGpu), og);
+    CHECK(nmse(og, oc) <= 1e-12);  // products of 16-bit values are exact in f32; only the order differs
+  }
+  for (const char* epilogues : {"1", "0"}) {
+    setenv("LATHE_CUDA_EPILOGUES", epilogues, 1);
+    for (DType t : {DType::f32, DType::bf16}) {
+      for (int64_t N : {int64_t(24), int64_t(20)}) {  // 20: no GELU input cuBLASLt takes (its ld is no multiple of 8)
+        for (LinearEpilogue ep : {LinearEpilogue::none, LinearEpilogue::gelu}) {
+          for (bool with_bias : {true, false}) {
+            INFO("epilogues ", epilogues, " ", std::string(dtype_name(t)), " N ", N, ep == LinearEpilogue::gelu ? " gelu" : "",
+                 with_bias ? " bias" : "");
+            const int64_t R = 13, K = 40;
+            // x a view one column into a wider tensor: its rows are 41 apart and not on 16 bytes.
+            const Tensor xw = random_tensor({R, K + 1}, 112, t);
+            const Tensor w = random_tensor({N, K}, 113, t, 0.2), bias = with_bias ? random_tensor({N}, 114, t) : Tensor();
+            auto run = [&](Backend& be, Device d) {
+              const Tensor x = xw.to(d).narrow(1, 1, K);
+              Tensor out = Tensor::empty({R, N}, t, d), pre = Tensor::empty({R, N}, t, d);
+              be.linear(x, w.to(d), with_bias ? bias.to(d) : Tensor(), ep, out,
+                        ep == LinearEpilogue::gelu ? pre : Tensor());
+              return std::pair{out, pre};
+            };
+            const auto [oc, pc] = run(cpu, kCpu);
+            const auto [og, pg] = run(gpu, kGpu);
+            CHECK(nmse(og, oc) <= tolerance(t));
+            if (ep == LinearEpilogue::gelu) CHECK(nmse(pg, pc) <= tolerance(t));
+          }
+        }
+        // The parameter gradients: f32 for 16-bit g and x, the bias's beside the weight's.
+        INFO("backward, epilogues ", epilogues, " ", std::string(dtype_name(t)), " N ", N);
+        const int64_t R = 29, K = 40;
+        const Tensor g = random_tensor({R, N}, 115, t), xw = random_tensor({R, K + 3}, 116, t);
+        for (bool with_weight : {true, false}) {
+          auto run = [&](Backend& be, Device d) {
+            Tensor gw = with_weight ? Tensor::empty({N, K}, DType::f32, d) : Tensor();
+            Tensor gb = Tensor::empty({N}, DType::f32, d);
+            be.linear_backward_weight(g.to(d), xw.to(d).narrow(1, 3, K), gw, gb);
+            return std::pair{gw, gb};
+          };
+          const auto [wc, bc] = run(cpu, kCpu);
+          const auto [wg, bg] = run(gpu, kGpu);
+          if (with_weight) CHECK(nmse(wg, wc) <= 1e-12);
+          CHECK(nmse(bg, bc) <= 1e-12);
+        }
+      }
+    }
+  }
+  unsetenv("LATHE_CUDA_EPILOGUES");
+}

@@ -217,6 +217,10 @@ const std::vector<Case>& cases() {
       {"causal_attention_b2h1q20k20d32", attention, kTranscend, false, kSums},
       {"causal_attention_b1h2q3k9d8", attention, kTranscend, false, kSums},
       {"causal_attention_b2h2q1k13d16", attention, kTranscend, false, kSums},
+      // the fused classifier: the same mean, its gradient written by the forward and scaled by the backward
+      {"fused_cross_entropy", [](auto& v) { return fused_cross_entropy(v[0], v[1]); }, kTranscend, false, kSums},
+      {"fused_cross_entropy_3d", [](auto& v) { return fused_cross_entropy(v[0], v[1], -1); }, kTranscend, false,
+       kSums},
       // fused optimizer kernels (no gradient)
       {"adam_update", [](auto& v) { return adam_step(v, false, 0.01); }, kTranscend, false, kSums},
       {"adamw_update", [](auto& v) { return adam_step(v, true, 0.1); }, kTranscend, false, kSums},

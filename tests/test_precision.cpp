@@ -123,10 +123,15 @@ TEST_CASE("precision: the policy table gives each op class its dtype") {
   for (auto [p, low] : {std::pair{nn::Precision::bf16, DType::bf16}, std::pair{nn::Precision::fp16, DType::f16}}) {
     const nn::PrecisionPolicy policy(p);
     INFO(nn::precision_name(p));
-    CHECK(policy.dtype(OpClass::matmul) == low);
-    CHECK(policy.dtype(OpClass::activation) == low);
-    for (OpClass c : {OpClass::softmax, OpClass::layer_norm, OpClass::residual, OpClass::embedding, OpClass::loss})
+    for (OpClass c : {OpClass::matmul, OpClass::activation, OpClass::layer_norm})
+      CHECK_MESSAGE(policy.dtype(c) == low, nn::op_class_name(c));
+    for (OpClass c : {OpClass::softmax, OpClass::residual, OpClass::embedding})
       CHECK_MESSAGE(policy.dtype(c) == DType::f32, nn::op_class_name(c));
+    // bf16's logits go to the fused classifier as they are; fp16's unscaled gradient would underflow.
+    CHECK(policy.dtype(OpClass::loss) == (p == nn::Precision::bf16 ? DType::bf16 : DType::f32));
+    // An op that writes its own dtype (LayerNorm) writes the table's; under f32, its input's.
+    CHECK(policy.output_dtype(OpClass::layer_norm, DType::f32) == low);
+    CHECK(nn::PrecisionPolicy().output_dtype(OpClass::layer_norm, DType::f64) == DType::f64);
     // cast: to the class's dtype, the same tensor when it already is, an undefined one passes.
     Tensor x = Tensor::ones({2, 2});
     CHECK(policy.cast(OpClass::matmul, x).dtype() == low);
@@ -148,8 +153,12 @@ TEST_CASE("precision: bf16 and fp16 forward and backward give f32 gradients clos
       m.set_precision(p);
       CHECK(m.precision() == p);
       nn::GPTOutput out = m.forward(idx, tgt);
-      CHECK(out.logits.dtype() == DType::f32);  // the loss class: cross-entropy reads f32
+      // The loss class: the fused classifier reads bf16 logits as they are, fp16's in f32.
+      CHECK(out.logits.dtype() == m.precision_policy().dtype(nn::OpClass::loss));
+      CHECK(out.loss.dtype() == DType::f32);
       CHECK(std::abs(out.loss.item() - r.loss.item()) < 0.02);
+      // The training forward (the logits handed to the classifier) gives the same loss, to the bit.
+      CHECK(m.loss(idx, tgt).item() == out.loss.item());
       CHECK(rel_diff(out.logits, r.logits) < tol);
       out.loss.backward();
       const auto a = m.named_parameters(), b = ref.named_parameters();
@@ -191,8 +200,11 @@ TEST_CASE("precision: the modern block in bf16 and fp16 gives f32 gradients clos
         nn::GPT m(config, 7, device);
         m.set_precision(p);
         nn::GPTOutput out = m.forward(idx, tgt);
-        CHECK(out.logits.dtype() == DType::f32);
+        // Soft-capped or not, the logits are in the loss class: bf16 into the classifier, fp16's f32.
+        CHECK(out.logits.dtype() == m.precision_policy().dtype(nn::OpClass::loss));
         CHECK(std::abs(out.loss.item() - r.loss.item()) < 0.02);
+        // The training forward (the logits handed to the classifier) gives the same loss, to the bit.
+        CHECK(m.loss(idx, tgt).item() == out.loss.item());
         CHECK(rel_diff(out.logits, r.logits) < tol);
         out.loss.backward();
         const auto a = m.named_parameters(), b = ref.named_parameters();
@@ -440,4 +452,27 @@ TEST_CASE("precision: bad --precision is one usage error in train, bench and sam
                            in.config + "' --out '" + d.file("o2") + "'");
   CHECK(r.code == 2);
   CHECK(r.output.find("fused") != std::string::npos);
+}
+
+TEST_CASE("precision: --tf32 is off by default, noted and ignored on the cpu, kept in the run's options, and a resume may change it") {
+  TempDir d("tf32");
+  const RunInputs in = write_inputs(d);
+  const fs::path out = d.path / "run";
+  const std::string common = "--threads 1 --sample-tokens 0 --eval-interval 0 --eval-iters 1 --data '" + in.data +
+                             "' --config '" + in.config + "' --out '" + out.string() + "'";
+  const auto r = run_lathe("train --quiet --steps 2 " + common);
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  CHECK(r.output.find("tf32") == std::string::npos);
+  train::TrainOptions given;
+  given.quiet = true;
+  CHECK_FALSE(train::Trainer::resume(out.string(), given, {}).options().tf32);
+  // A resume may turn it on (it changes how a GPU rounds f32 products, as a new --device does); the
+  // cpu notes that it ignores it, and the next checkpoint records it.
+  const auto r2 = run_lathe("train --quiet --resume '" + out.string() + "' --steps 3 --tf32");
+  REQUIRE_MESSAGE(r2.code == 0, r2.output);
+  CHECK(r2.output.find("lathe: note: --tf32 is for f32 products on cuda; the cpu device ignores it") != std::string::npos);
+  CHECK(train::Trainer::resume(out.string(), given, {}).options().tf32);
+  const auto b = run_lathe("bench --config tiny --steps 1 --warmup 0 --threads 1 --tf32 --json");
+  REQUIRE_MESSAGE(b.code == 0, b.output);
+  CHECK(b.output.find("\"tf32\":true") != std::string::npos);
 }

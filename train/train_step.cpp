@@ -19,12 +19,13 @@ StepOutcome train_step(nn::GPT& model, optim::Optimizer& opt, const Tensor& x, c
   if (scaler) r.scale = scaler->get_scale();
   std::vector<Tensor> losses;
   for (int64_t k = 0; k < slices; ++k) {
-    nn::GPTOutput out = model.forward(batch_slice(x, k, slices), batch_slice(y, k, slices));
+    // The loss alone: the logits' memory becomes their gradient (the fused classifier).
+    const Tensor loss = model.loss(batch_slice(x, k, slices), batch_slice(y, k, slices));
     // Only the last backward pass leaves final gradients for the sync to reduce.
     if (sync && k == slices - 1) sync->before_backward();
-    if (scaler) scaler->scale(out.loss).backward();
-    else out.loss.backward();
-    losses.push_back(out.loss);
+    if (scaler) scaler->scale(loss).backward();
+    else loss.backward();
+    losses.push_back(loss);
   }
   if (sync) sync->after_backward();
   if (scaler) {

@@ -139,6 +139,10 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
   if (!warning.empty()) std::fprintf(stderr, "lathe: warning: %s\n", warning.c_str());
   threads_ = std::make_unique<ThreadGovernor>(options_.threads);
   device_ = Device::parse(options_.device);
+  set_allow_tf32(options_.tf32);
+  if (options_.tf32 && device_.type != DeviceType::cuda)
+    std::fprintf(stderr, "lathe: note: --tf32 is for f32 products on cuda; the %s device ignores it\n",
+                 device_.str().c_str());
   nn::GPTConfig& cfg = state_.model_choice.config;
   data_ = data::open_dataset(options_.data, cfg.block_size);
   const data::Tokenizer& tokenizer = data_->tokenizer();
@@ -330,7 +334,7 @@ double Trainer::evaluate(data::Split split) {
     const data::Batch b = local_slice(data_->sample(split, batch_, gen, device_));
     for (int64_t k = 0; k < slices_per_rank_; ++k) {
       const Tensor x = batch_slice(b.x, k, slices_per_rank_), y = batch_slice(b.y, k, slices_per_rank_);
-      totals[size_t(k)] += model.forward(x, y).loss.item();
+      totals[size_t(k)] += model.loss(x, y).item();
     }
   }
   model.train(was_training);
@@ -491,10 +495,14 @@ TrainSummary Trainer::run(std::FILE* log) {
     if (state_.scaler)
       std::snprintf(scaling, sizeof scaling, "; dynamic loss scale %g, doubling after %lld good steps",
                     state_.scaler->get_scale(), (long long)o.scale_growth_interval);
-    say("precision %s: products and activations in %s; f32 master weights, optimizer state, LayerNorm, softmax and "
-        "loss%s\n",
-        o.precision.c_str(), dtype_name(nn::low_dtype(state_.model->precision())), scaling);
+    const nn::PrecisionPolicy& policy = state_.model->precision_policy();
+    const bool low_logits = policy.dtype(nn::OpClass::loss) != DType::f32;
+    say("precision %s: products, activations%s in %s; f32 master weights, gradients, optimizer state, residual "
+        "stream, LayerNorm statistics and softmax%s%s\n",
+        o.precision.c_str(), low_logits ? ", LayerNorm outputs and logits" : " and LayerNorm outputs",
+        dtype_name(nn::low_dtype(state_.model->precision())), low_logits ? "" : ", logits", scaling);
   }
+  if (o.tf32 && device_.type == DeviceType::cuda) say("f32 products on TF32 tensor cores (--tf32)\n");
 
   const double tokens_per_step = double(batch_) * double(cfg.block_size);
   double train_seconds = 0;  // time in training steps only (evaluations excluded), for the ETA

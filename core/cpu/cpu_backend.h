@@ -2,8 +2,9 @@
 // the element type so that inner loops have no dispatch. It serves `cpu` and the `sim` devices
 // (host memory standing in for an accelerator's). Its kernels live in one file per family, under the
 // stem the CUDA backend uses too (cuda/cuda_backend.h): copy.cpp, elementwise.cpp, reduce.cpp,
-// matmul.cpp, attention.cpp, norm.cpp (softmax, layer norm, RMSNorm), rope.cpp (rotary embeddings),
-// tokens.cpp (embedding, cross-entropy), index.cpp, optim.cpp.
+// matmul.cpp (products, linear layers), attention.cpp, norm.cpp (softmax, layer norm, RMSNorm),
+// rope.cpp (rotary embeddings), tokens.cpp (embedding, cross-entropy, the fused classifier),
+// index.cpp, optim.cpp.
 //
 // Determinism: work is split into chunks whose boundaries depend only on the problem size, never
 // on the thread count, and partial results are combined in a fixed order. A run is bitwise
@@ -37,9 +38,13 @@ class CpuBackend final : public Backend {
   void unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1) override;
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override;
   void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void scale_by(const Tensor& x, const Tensor& s) override;
 
   void reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, const Tensor& out) override;
   void matmul(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void linear(const Tensor& x, const Tensor& weight, const Tensor& bias, LinearEpilogue epilogue, const Tensor& out,
+              const Tensor& pre) override;
+  void linear_backward_weight(const Tensor& g, const Tensor& x, const Tensor& gweight, const Tensor& gbias) override;
 
   void softmax(const Tensor& x, const Tensor& out, bool log) override;
   void softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& gx, bool log) override;
@@ -65,6 +70,8 @@ class CpuBackend final : public Backend {
                      const Tensor& losses) override;
   void cross_entropy_backward(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
                               const Tensor& gloss, const Tensor& glogits) override;
+  void cross_entropy_fused(const Tensor& logits, const Tensor& targets, int64_t ignore_index, const Tensor& weight,
+                           const Tensor& losses, const Tensor& glogits) override;
 
   void index_select(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) override;
   void index_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) override;

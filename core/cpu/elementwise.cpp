@@ -97,6 +97,32 @@ void map2(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
   });
 }
 
+// out = a + b for an f32 a and out and a 16-bit b: a 16-bit residual branch added to the f32 stream,
+// b widened as it is read (exactly: every 16-bit value is an f32 value).
+template <class TB>
+void add_widening(const Tensor& a, const Tensor& b, const Tensor& out) {
+  std::array<const Strides*, 3> st{&out.strides(), &a.strides(), &b.strides()};
+  std::array<char*, 3> base{static_cast<char*>(out.data_ptr()), static_cast<char*>(a.data_ptr()),
+                            static_cast<char*>(b.data_ptr())};
+  std::array<int64_t, 3> elem{sizeof(float), sizeof(float), sizeof(TB)};
+  elementwise_loop<3>(out.shape(), st, base, elem,
+                      [](const std::array<char*, 3>& p, const std::array<int64_t, 3>& s, int64_t n) {
+    float* o = reinterpret_cast<float*>(p[0]);
+    const float* x = reinterpret_cast<const float*>(p[1]);
+    const TB* y = reinterpret_cast<const TB*>(p[2]);
+    if (s[0] == 1 && s[1] == 1 && s[2] == 1) {
+      float yw[cpu::k16BitBlock];
+      for (int64_t k0 = 0; k0 < n; k0 += cpu::k16BitBlock) {
+        const int64_t m = std::min(cpu::k16BitBlock, n - k0);
+        cpu::widen(y + k0, yw, m);
+        for (int64_t k = 0; k < m; ++k) o[k0 + k] = x[k0 + k] + yw[k];
+      }
+    } else {
+      for (int64_t k = 0; k < n; ++k) o[k * s[0]] = x[k * s[1]] + cpu::load(y + k * s[2]);
+    }
+  });
+}
+
 }  // namespace
 
 // Both dispatchers are generated from the op table (core/op_table.h): one switch case per entry,
@@ -131,6 +157,13 @@ void CpuBackend::unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0
 
 void CpuBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   profile::KernelScope scope(op_name(op));
+  if (b.dtype() != a.dtype()) {
+    LATHE_CHECK(op == BinaryOp::add && a.dtype() == DType::f32 && out.dtype() == DType::f32,
+                "binary ", op_name(op), ": operands ", a.desc(), " and ", b.desc(), " differ in dtype");
+    if (b.dtype() == DType::bf16) return add_widening<bf16>(a, b, out);
+    if (b.dtype() == DType::f16) return add_widening<f16>(a, b, out);
+    LATHE_FAIL("binary add: cannot widen ", b.desc(), " into f32");
+  }
   LATHE_DISPATCH_ALL(a.dtype(), op_name(op), [&]<class T>() {
     using C = typename compute_type<T>::type;
     switch (op) {
@@ -142,6 +175,19 @@ void CpuBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Ten
 
 #undef LATHE_CPU_UNARY_
 #undef LATHE_CPU_BINARY_
+
+void CpuBackend::scale_by(const Tensor& x, const Tensor& s) {
+  profile::KernelScope scope("scale_by");
+  LATHE_DISPATCH_FLOAT(x.dtype(), "scale_by", [&]<class T>() {
+    using C = typename compute_type<T>::type;
+    const C v = *static_cast<const C*>(s.data_ptr());
+    if (v == C(1)) return;
+    T* p = static_cast<T*>(x.data_ptr());
+    cpu::parallel_split(x.numel(), kParallelGrain, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) p[i] = static_cast<T>(static_cast<C>(p[i]) * v);
+    });
+  });
+}
 
 void CpuBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
   profile::KernelScope scope("where");

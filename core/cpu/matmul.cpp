@@ -1,4 +1,5 @@
-// CPU batched matrix product.
+// CPU batched matrix product, and the linear layer's kernels built on it (the product with its bias
+// and GELU epilogue, the parameter gradients).
 //
 // f32, in a build for AVX2+FMA or AVX-512 (the default, -march=native): lathe's own register-tiled
 // kernel, tile_gemm (core/cpu/tile_gemm.h), driven by `batched_gemm_f32` below. f64 (gradient
@@ -29,10 +30,10 @@ extern "C" int blas_thread_shutdown_(void) __attribute__((weak));
 #endif
 
 #include "core/cpu/gemm.h"
-#include "core/cpu/tile_gemm.h"
-#include "core/cpu/transpose.h"
 #include "core/cpu/loops.h"
 #include "core/cpu/thread_scratch.h"
+#include "core/cpu/tile_gemm.h"
+#include "core/cpu/transpose.h"
 #include "core/kernel_profile.h"
 
 namespace lathe {
@@ -406,8 +407,9 @@ void batched_gemm_f32(const Tensor& a, const Tensor& b, const Tensor& out) {
 void CpuBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
   // Every output element is a K-long dot product: one multiply and one add per term.
   profile::KernelScope scope("matmul", 2.0 * double(out.numel()) * double(a_in.numel() ? a_in.shape().back() : 0));
-  LATHE_CHECK(a_in.dtype() == b_in.dtype() && a_in.dtype() == out.dtype(), "matmul kernel: dtypes differ: ",
-              a_in.desc(), ", ", b_in.desc(), " -> ", out.desc());
+  const bool low = a_in.dtype() == DType::bf16 || a_in.dtype() == DType::f16;
+  LATHE_CHECK(a_in.dtype() == b_in.dtype() && (a_in.dtype() == out.dtype() || (low && out.dtype() == DType::f32)),
+              "matmul kernel: dtypes differ: ", a_in.desc(), ", ", b_in.desc(), " -> ", out.desc());
   LATHE_CHECK(out.is_contiguous() && out.dim() >= 2, "matmul kernel: output must be contiguous and at least 2-D, got ",
               out.desc());
   if (out.numel() == 0) return;
@@ -416,13 +418,14 @@ void CpuBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& ou
     fill(out, 0.0);
     return;
   }
-  if (a_in.dtype() == DType::bf16 || a_in.dtype() == DType::f16) {
-    // 16-bit floats multiply in f32: convert, multiply, round once at the end.
+  if (low) {
+    // 16-bit floats multiply in f32: convert, multiply, round once at the end (or not at all, into
+    // an f32 out).
     Tensor a32 = compact_copy(a_in, DType::f32), b32 = compact_copy(b_in, DType::f32);
-    Tensor o32 = Tensor::empty(out.shape(), DType::f32, out.device());
+    Tensor o32 = out.dtype() == DType::f32 ? out : Tensor::empty(out.shape(), DType::f32, out.device());
     if constexpr (kOwnF32Kernel) batched_gemm_f32(a32, b32, o32);
     else batched_gemm<float>(a32, b32, o32);
-    copy(o32, out);
+    if (o32.data_ptr() != out.data_ptr()) copy(o32, out);
     return;
   }
   Tensor a = layout_of(a_in).usable ? a_in : compact_copy(a_in, a_in.dtype());
@@ -431,6 +434,46 @@ void CpuBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& ou
     if constexpr (std::is_same_v<T, float> && kOwnF32Kernel) batched_gemm_f32(a, b, out);
     else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) batched_gemm<T>(a, b, out);
   });
+}
+
+// ---- linear layers ----
+
+void CpuBackend::linear(const Tensor& x, const Tensor& weight, const Tensor& bias, LinearEpilogue epilogue,
+                        const Tensor& out, const Tensor& pre) {
+  const bool gelu = epilogue == LinearEpilogue::gelu;
+  if (x.dtype() != DType::bf16 && x.dtype() != DType::f16) {
+    // f32 and f64: the product, then the bias and the GELU, each kernel rounding in the compute type
+    // as it goes, which is what rounding once in it means.
+    const Tensor y = gelu ? pre : out;
+    matmul(x, weight.t(), y);
+    if (bias.defined()) binary(BinaryOp::add, y, bias.expand(y.shape()), y);
+    if (gelu) unary(UnaryOp::gelu, y, out, 0, 0);
+    return;
+  }
+  // 16 bits: the product, the bias (widened as the add reads it) and the GELU in f32, then one
+  // rounding of each result.
+  const Tensor acc = Tensor::empty(out.shape(), DType::f32, out.device());
+  matmul(x, weight.t(), acc);
+  if (bias.defined()) binary(BinaryOp::add, acc, bias.expand(acc.shape()), acc);
+  if (gelu) {
+    copy(acc, pre);
+    unary(UnaryOp::gelu, acc, acc, 0, 0);
+  }
+  copy(acc, out);
+}
+
+void CpuBackend::linear_backward_weight(const Tensor& g, const Tensor& x, const Tensor& gweight, const Tensor& gbias) {
+  if (gweight.defined()) matmul(g.t(), x, gweight);  // [N, R] @ [R, K], f32 for 16-bit g and x
+  if (!gbias.defined()) return;
+  const int64_t N = g.shape()[1];
+  if (g.shape()[0] == 0) return fill(gbias, 0.0);
+  // The rows' sum in the reduction kernel; 16-bit rows are widened first, so that the sum is f32.
+  Tensor rows = g;
+  if (gbias.dtype() != g.dtype()) {
+    rows = Tensor::empty(g.shape(), gbias.dtype(), g.device());
+    copy(g, rows);
+  }
+  reduce(ReduceOp::sum, rows, {0}, gbias.view({1, N}));
 }
 
 }  // namespace lathe

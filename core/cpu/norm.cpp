@@ -2,7 +2,9 @@
 //
 // Rows are split over threads in fixed chunks (rows_per_chunk); each row is computed entirely by
 // one thread with deterministic lane sums (row_math.h), so results never depend on threads.
-// 16-bit rows are widened to f32 (WideRow); row statistics accumulate in f64.
+// 16-bit rows are widened to f32 (WideRow); row statistics accumulate in f64. Layer norm also
+// reads an f32 row into a 16-bit output (and a 16-bit gradient back into f32), so that a 16-bit run
+// normalises its f32 stream for the product that follows without a cast of its own.
 #include <cmath>
 
 #include "core/cpu/loops.h"
@@ -94,8 +96,9 @@ std::vector<typename compute_type<T>::type> widened_or(const Tensor& p, int64_t 
   return v;
 }
 
-// S: the type of the saved mean and rstd (f32, or f64 for f64 inputs).
-template <class T, class S>
+// T: the input's element type; Y: the output's (T, or 16-bit for an f32 input); S: the type of the
+// saved mean and rstd (f32, or f64 for f64 inputs).
+template <class T, class Y, class S>
 void layer_norm_rows(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
                      const Tensor& out, const Tensor& mean, const Tensor& rstd) {
   using C = typename compute_type<T>::type;
@@ -103,11 +106,12 @@ void layer_norm_rows(const Tensor& x, const Tensor& weight, const Tensor& bias, 
   const int64_t R = rows.rows, D = rows.len;  // not a structured binding: clang 14 cannot capture those
   const auto w = widened_or<T>(weight, D, 1.0), b = widened_or<T>(bias, D, 0.0);
   const T* px = static_cast<const T*>(x.data_ptr());
-  T* py = static_cast<T*>(out.data_ptr());
+  Y* py = static_cast<Y*>(out.data_ptr());
   S* pm = static_cast<S*>(mean.data_ptr());
   S* pr = static_cast<S*>(rstd.data_ptr());
   parallel_split(R, rows_per_chunk(D), [&](int64_t r0, int64_t r1) {
-    WideRow<T> xin(D), yout(D);
+    WideRow<T> xin(D);
+    WideRow<Y> yout(D);
     for (int64_t r = r0; r < r1; ++r) {
       const C* xr = xin.read(px + r * D);
       // Two passes in f64: the centred variance does not cancel catastrophically.
@@ -127,7 +131,8 @@ void layer_norm_rows(const Tensor& x, const Tensor& weight, const Tensor& bias, 
 // With xh = (x - mean) * rstd and g = gy * w:
 //   gx = rstd * (g - mean(g) - xh * mean(g * xh)),  gweight = sum_rows(gy * xh),  gbias = sum_rows(gy).
 // The column sums are taken per fixed chunk of rows and the chunk partials added in chunk order.
-template <class T, class S>
+// G: the element type of gy (the forward output's); everything else is T's.
+template <class T, class G, class S>
 void layer_norm_backward_rows(const Tensor& x, const Tensor& weight, const Tensor& mean,
                               const Tensor& rstd, const Tensor& gy, const Tensor& gx,
                               const Tensor& gweight, const Tensor& gbias) {
@@ -141,12 +146,13 @@ void layer_norm_backward_rows(const Tensor& x, const Tensor& weight, const Tenso
   std::vector<C> part_w(want_w ? size_t(chunks * D) : 0), part_b(want_b ? size_t(chunks * D) : 0);
 
   const T* px = static_cast<const T*>(x.data_ptr());
-  const T* pg = static_cast<const T*>(gy.data_ptr());
+  const G* pg = static_cast<const G*>(gy.data_ptr());
   T* pgx = static_cast<T*>(gx.data_ptr());
   const S* pm = static_cast<const S*>(mean.data_ptr());
   const S* pr = static_cast<const S*>(rstd.data_ptr());
   parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
-    WideRow<T> xin(D), gin(D), gout(D);
+    WideRow<T> xin(D), gout(D);
+    WideRow<G> gin(D);
     for (int64_t c = c0; c < c1; ++c) {
       C* cw = want_w ? &part_w[size_t(c * D)] : nullptr;
       C* cb = want_b ? &part_b[size_t(c * D)] : nullptr;
@@ -210,15 +216,33 @@ void CpuBackend::softmax_backward(const Tensor& y, const Tensor& gy, const Tenso
                        [&]<class T>() { softmax_backward_rows<T>(yc, gc, gx, log); });
 }
 
+namespace {
+
+// Calls fn.template operator()<T, Y>() for x's element type T and the element type Y of the
+// layer norm's output (or its gradient): T itself, or 16 bits for an f32 input.
+template <class Fn>
+void dispatch_layer_norm(const char* op, const Tensor& x, DType out_dtype, Fn&& fn) {
+  LATHE_DISPATCH_FLOAT(x.dtype(), op, [&]<class T>() {
+    if (out_dtype == x.dtype()) return fn.template operator()<T, T>();
+    if constexpr (std::is_same_v<T, float>) {
+      if (out_dtype == DType::bf16) return fn.template operator()<T, bf16>();
+      if (out_dtype == DType::f16) return fn.template operator()<T, f16>();
+    }
+    LATHE_FAIL(op, ": no kernel from ", dtype_name(x.dtype()), " input to ", dtype_name(out_dtype), " output");
+  });
+}
+
+}  // namespace
+
 void CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
                             const Tensor& out, const Tensor& mean, const Tensor& rstd) {
   profile::KernelScope scope("layer_norm");
   Tensor xc = x.contiguous();
   Tensor wc = weight.defined() ? weight.contiguous() : weight;
   Tensor bc = bias.defined() ? bias.contiguous() : bias;
-  LATHE_DISPATCH_FLOAT(x.dtype(), "layer_norm", [&]<class T>() {
-    if (mean.dtype() == DType::f64) layer_norm_rows<T, double>(xc, wc, bc, eps, out, mean, rstd);
-    else layer_norm_rows<T, float>(xc, wc, bc, eps, out, mean, rstd);
+  dispatch_layer_norm("layer_norm", x, out.dtype(), [&]<class T, class Y>() {
+    if (mean.dtype() == DType::f64) layer_norm_rows<T, Y, double>(xc, wc, bc, eps, out, mean, rstd);
+    else layer_norm_rows<T, Y, float>(xc, wc, bc, eps, out, mean, rstd);
   });
 }
 
@@ -228,11 +252,11 @@ void CpuBackend::layer_norm_backward(const Tensor& x, const Tensor& weight, cons
   profile::KernelScope scope("layer_norm_backward");
   Tensor xc = x.contiguous(), gc = gy.contiguous();
   Tensor wc = weight.defined() ? weight.contiguous() : weight;
-  LATHE_DISPATCH_FLOAT(x.dtype(), "layer_norm_backward", [&]<class T>() {
+  dispatch_layer_norm("layer_norm_backward", x, gy.dtype(), [&]<class T, class G>() {
     if (mean.dtype() == DType::f64)
-      layer_norm_backward_rows<T, double>(xc, wc, mean, rstd, gc, gx, gweight, gbias);
+      layer_norm_backward_rows<T, G, double>(xc, wc, mean, rstd, gc, gx, gweight, gbias);
     else
-      layer_norm_backward_rows<T, float>(xc, wc, mean, rstd, gc, gx, gweight, gbias);
+      layer_norm_backward_rows<T, G, float>(xc, wc, mean, rstd, gc, gx, gweight, gbias);
   });
 }
 
@@ -240,18 +264,20 @@ void CpuBackend::layer_norm_backward(const Tensor& x, const Tensor& weight, cons
 
 namespace {
 
-// S: the type of the saved rstd (f32, or f64 for f64 inputs). The mean square accumulates in f64.
-template <class T, class S>
+// Y: the output's element type (T, or 16-bit for an f32 input); S: the type of the saved rstd (f32,
+// or f64 for f64 inputs). The mean square accumulates in f64.
+template <class T, class Y, class S>
 void rms_norm_rows(const Tensor& x, const Tensor& weight, double eps, const Tensor& out, const Tensor& rstd) {
   using C = typename compute_type<T>::type;
   const Rows rows = rows_of(x);
   const int64_t R = rows.rows, D = rows.len;  // not a structured binding: clang 14 cannot capture those
   const auto w = widened_or<T>(weight, D, 1.0);
   const T* px = static_cast<const T*>(x.data_ptr());
-  T* py = static_cast<T*>(out.data_ptr());
+  Y* py = static_cast<Y*>(out.data_ptr());
   S* pr = static_cast<S*>(rstd.data_ptr());
   parallel_split(R, rows_per_chunk(D), [&](int64_t r0, int64_t r1) {
-    WideRow<T> xin(D), yout(D);
+    WideRow<T> xin(D);
+    WideRow<Y> yout(D);
     for (int64_t r = r0; r < r1; ++r) {
       const C* xr = xin.read(px + r * D);
       const double rs = 1.0 / std::sqrt(cpu::row_dot<double>(xr, xr, D) / double(D) + eps);
@@ -267,8 +293,9 @@ void rms_norm_rows(const Tensor& x, const Tensor& weight, double eps, const Tens
 // With xh = x * rstd and g = gy * w:
 //   gx = rstd * (g - xh * mean(g * xh)),  gweight = sum_rows(gy * xh).
 // The weight's column sums are taken per fixed chunk of rows and the chunk partials added in
-// chunk order, as layer norm's.
-template <class T, class S>
+// chunk order, as layer norm's. G: the element type of gy (the forward output's); everything else
+// is T's.
+template <class T, class G, class S>
 void rms_norm_backward_rows(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& gy,
                             const Tensor& gx, const Tensor& gweight) {
   using C = typename compute_type<T>::type;
@@ -281,11 +308,12 @@ void rms_norm_backward_rows(const Tensor& x, const Tensor& weight, const Tensor&
   std::vector<C> part_w(want_w ? size_t(chunks * D) : 0);
 
   const T* px = static_cast<const T*>(x.data_ptr());
-  const T* pg = static_cast<const T*>(gy.data_ptr());
+  const G* pg = static_cast<const G*>(gy.data_ptr());
   T* pgx = static_cast<T*>(gx.data_ptr());
   const S* pr = static_cast<const S*>(rstd.data_ptr());
   parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
-    WideRow<T> xin(D), gin(D), gout(D);
+    WideRow<T> xin(D), gout(D);
+    WideRow<G> gin(D);
     for (int64_t c = c0; c < c1; ++c) {
       C* cw = want_w ? &part_w[size_t(c * D)] : nullptr;
       for (int64_t r = c * chunk_rows; r < std::min(R, (c + 1) * chunk_rows); ++r) {
@@ -323,9 +351,9 @@ void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, double eps, con
   profile::KernelScope scope("rms_norm");
   Tensor xc = x.contiguous();
   Tensor wc = weight.defined() ? weight.contiguous() : weight;
-  LATHE_DISPATCH_FLOAT(x.dtype(), "rms_norm", [&]<class T>() {
-    if (rstd.dtype() == DType::f64) rms_norm_rows<T, double>(xc, wc, eps, out, rstd);
-    else rms_norm_rows<T, float>(xc, wc, eps, out, rstd);
+  dispatch_layer_norm("rms_norm", x, out.dtype(), [&]<class T, class Y>() {
+    if (rstd.dtype() == DType::f64) rms_norm_rows<T, Y, double>(xc, wc, eps, out, rstd);
+    else rms_norm_rows<T, Y, float>(xc, wc, eps, out, rstd);
   });
 }
 
@@ -334,9 +362,9 @@ void CpuBackend::rms_norm_backward(const Tensor& x, const Tensor& weight, const 
   profile::KernelScope scope("rms_norm_backward");
   Tensor xc = x.contiguous(), gc = gy.contiguous();
   Tensor wc = weight.defined() ? weight.contiguous() : weight;
-  LATHE_DISPATCH_FLOAT(x.dtype(), "rms_norm_backward", [&]<class T>() {
-    if (rstd.dtype() == DType::f64) rms_norm_backward_rows<T, double>(xc, wc, rstd, gc, gx, gweight);
-    else rms_norm_backward_rows<T, float>(xc, wc, rstd, gc, gx, gweight);
+  dispatch_layer_norm("rms_norm_backward", x, gy.dtype(), [&]<class T, class G>() {
+    if (rstd.dtype() == DType::f64) rms_norm_backward_rows<T, G, double>(xc, wc, rstd, gc, gx, gweight);
+    else rms_norm_backward_rows<T, G, float>(xc, wc, rstd, gc, gx, gweight);
   });
 }
 

@@ -1,5 +1,5 @@
 // CPU kernels indexed by token ids: embedding (ids pick rows) and cross-entropy (targets pick
-// classes), forward and backward.
+// classes), forward and backward, and the fused classifier (the loss and its gradient in one pass).
 //
 // Ids are validated in one serial pass before any parallel work, so a bad id is reported (with its
 // position) instead of reading out of bounds, and no exception ever leaves an OpenMP region.
@@ -184,6 +184,55 @@ void CpuBackend::cross_entropy_backward(const Tensor& logits, const Tensor& targ
           o[tn] -= gl;
         }
         gout.write_back(pgx + n * V);
+      }
+    });
+  });
+}
+
+// The fused classifier: loss[n] = log(sum(exp(x - m))) + m - x[t] and, with glogits, the gradient
+// row (exp(x - m) / s - onehot(t)) * w, in one visit of the row; the exponentials go straight into
+// the gradient row and are scaled there, as in cross_entropy_backward, so that for w = gloss the two
+// give the same bits. In place (glogits == logits) the row's max and x[t] are read before the
+// exponentials overwrite it.
+void CpuBackend::cross_entropy_fused(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                                     const Tensor& weight, const Tensor& losses, const Tensor& glogits) {
+  profile::KernelScope scope("cross_entropy_fused");
+  const int64_t N = logits.shape()[0], V = logits.shape()[1];
+  const std::vector<int64_t> t = ce_targets(targets, V, ignore_index, "cross_entropy_fused");
+  const bool with_grad = glogits.defined();
+  LATHE_DISPATCH_FLOAT(logits.dtype(), "cross_entropy_fused", [&]<class T>() {
+    using C = typename compute_type<T>::type;
+    const T* px = static_cast<const T*>(logits.data_ptr());
+    C* pl = static_cast<C*>(losses.data_ptr());
+    T* pg = with_grad ? static_cast<T*>(glogits.data_ptr()) : nullptr;
+    const C w = with_grad ? *static_cast<const C*>(weight.data_ptr()) : C(0);
+    parallel_split(N, rows_per_chunk(V), [&](int64_t n0, int64_t n1) {
+      WideRow<T> xin(V), gout(V);
+      for (int64_t n = n0; n < n1; ++n) {
+        const int64_t tn = t[size_t(n)];
+        if (tn == ignore_index) {
+          pl[n] = C(0);
+          if (with_grad) {
+            C* o = gout.target(pg + n * V);
+            std::fill(o, o + V, C(0));
+            gout.write_back(pg + n * V);
+          }
+          continue;
+        }
+        const C* xr = xin.read(px + n * V);
+        const C m = cpu::row_max(xr, V);
+        const C xt = xr[tn];
+        if (!with_grad) {
+          pl[n] = std::log(cpu::row_exp_sum(xr, m, V)) + (m - xt);
+          continue;
+        }
+        C* o = gout.target(pg + n * V);
+        const C s = cpu::exp_shifted_sum(xr, m, o, V);
+        pl[n] = std::log(s) + (m - xt);
+        const C scale = w / s;
+        for (int64_t i = 0; i < V; ++i) o[i] *= scale;
+        o[tn] -= w;
+        gout.write_back(pg + n * V);
       }
     });
   });

@@ -43,6 +43,7 @@ void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
   check_adam_operands("adam_update", param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, p.amsgrad);
   if (param.numel() == 0) return;
   backend_for(param.device()).adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, p);
+  param.bump_version();  // a 16-bit copy of the old weights (nn/precision.h) is stale now
 }
 
 void adam_update_multi(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
@@ -74,6 +75,7 @@ void adam_update_multi(const std::vector<Tensor>& params, const std::vector<Tens
     }
   }
   backend_for(params[0].device()).adam_update_multi(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, p);
+  for (const Tensor& param : params) param.bump_version();
 }
 
 }  // namespace lathe

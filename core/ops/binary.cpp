@@ -18,6 +18,16 @@ Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b) {
   if (op == BinaryOp::div && !is_floating(t)) t = DType::f32;
   LATHE_CHECK(op_dtypes(op) != OpDTypes::floating || is_floating(t), name, ": not defined for dtype ",
               dtype_name(t));
+  // An f32 tensor plus a 16-bit one (a 16-bit branch joining the f32 residual stream): the kernel
+  // widens the 16-bit operand as it reads it, instead of a cast pass over it first.
+  const auto is_16bit = [](DType d) { return d == DType::bf16 || d == DType::f16; };
+  const bool b_narrow = a.dtype() == DType::f32 && is_16bit(b.dtype());
+  if (op == BinaryOp::add && (b_narrow || (b.dtype() == DType::f32 && is_16bit(a.dtype())))) {
+    Tensor wide = (b_narrow ? a : b).detach().expand(shape), narrow = (b_narrow ? b : a).detach().expand(shape);
+    Tensor out = Tensor::empty(shape, t, a.device());
+    if (out.numel() > 0) backend_for(out.device()).binary(op, wide, narrow, out);
+    return out;
+  }
   Tensor ad = a.detach().to(t).expand(shape);
   Tensor bd = b.detach().to(t).expand(shape);
   Tensor out = Tensor::empty(shape, is_predicate(op) ? DType::b8 : t, a.device());

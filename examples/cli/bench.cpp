@@ -31,6 +31,7 @@ struct BenchOptions {
   int64_t batch = 0;  // 0: the preset's
   int threads = 0;
   std::string precision = "f32";
+  bool tf32 = false;
   // MFU's denominator: an H100 SXM's dense BF16 tensor-core peak, the figure nanoGPT and llm.c
   // (and tools/torch_bench_device.py) report MFU against, whatever the precision.
   double peak_tflops = 989.4;
@@ -130,6 +131,10 @@ void run_bench(const BenchOptions& o) {
     throw UsageError(e.what());
   }
   train::ThreadGovernor threads(o.threads);
+  set_allow_tf32(o.tf32);
+  if (o.tf32 && device.type != DeviceType::cuda)
+    std::fprintf(stderr, "lathe: note: --tf32 is for f32 products on cuda; the %s device ignores it\n",
+                 device.str().c_str());
   const nn::GPTConfig& c = choice.config;
   const int64_t B = o.batch > 0 ? o.batch : choice.default_batch, T = c.block_size;
 
@@ -143,19 +148,22 @@ void run_bench(const BenchOptions& o) {
   const Tensor y = Tensor::randint(0, c.vocab_size, {B, T}, /*seed=*/2, 0, DType::i64, device);
   auto step = [&] {
     threads.update();
-    nn::GPTOutput out = model.forward(x, y);
+    const Tensor loss = model.loss(x, y);
     opt.zero_grad();
-    scaler.scale(out.loss).backward();
+    scaler.scale(loss).backward();
     scaler.step(opt);
     scaler.update();
   };
   Backend& backend = backend_for(device);
   for (int64_t i = 0; i < o.warmup; ++i) step();
   backend.synchronize(device.index);
+  reset_cast_count();
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < o.steps; ++i) step();
   backend.synchronize(device.index);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / double(o.steps);
+  // Each cast is a kernel launch and a pass over its tensor on a GPU (16-bit runs).
+  const double casts = double(cast_count()) / double(o.steps);
 
   const double tokens = double(B * T);
   // An untied token embedding is only looked up; its own lm_head multiplies.
@@ -167,11 +175,12 @@ void run_bench(const BenchOptions& o) {
   const double mfu = flops / seconds / (o.peak_tflops * 1e12);
   if (o.json) {
     nlohmann::json j = {{"config", choice.name},  {"device", device.str()},  {"params", model.num_params()},
-                        {"precision", nn::precision_name(precision)},
+                        {"precision", nn::precision_name(precision)}, {"tf32", o.tf32},
                         {"batch", B},             {"seq_len", T},            {"threads", train::openmp_max_threads()},
                         {"steps", o.steps},       {"ms_per_step", seconds * 1e3}, {"tok_per_s", tokens / seconds},
                         {"gflop_per_s", flops / seconds / 1e9}, {"mfu", mfu}, {"peak_tflops", o.peak_tflops},
-                        {"peak_rss_bytes", peak_rss}, {"peak_device_bytes", peak_device}, {"version", LATHE_VERSION}};
+                        {"peak_rss_bytes", peak_rss}, {"peak_device_bytes", peak_device}, {"casts_per_step", casts},
+                        {"version", LATHE_VERSION}};
     std::printf("%s\n", j.dump().c_str());
     return;
   }
@@ -183,6 +192,7 @@ void run_bench(const BenchOptions& o) {
               (long long)o.warmup);
   std::printf("  peak memory: process RSS %s, %s allocator %s\n", lathe::format_bytes(peak_rss).c_str(),
               device.str().c_str(), lathe::format_bytes(peak_device).c_str());
+  std::printf("  %.0f dtype casts per step\n", casts);
   if (o.profile) print_profile(o.steps, step);
 }
 
@@ -204,6 +214,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--threads", o->threads, "CPU threads, at most 1024 (default: OMP_NUM_THREADS, else as many as other processes leave cores free, checked as it runs)");
   cmd->add_option("--precision", o->precision, "f32, bf16 or fp16 (fp16 with the loss scaler), as lathe train")
       ->capture_default_str();
+  cmd->add_flag("--tf32", o->tf32, "f32 products on TF32 tensor cores (cuda; ignored on cpu), as lathe train");
   cmd->add_option("--peak-tflops", o->peak_tflops,
                   "the device's peak for MFU, in TFLOP/s (default: an H100 SXM's dense BF16 peak)")
       ->capture_default_str();

@@ -171,6 +171,9 @@ void add_train_command(CLI::App& app) {
                   "dynamic loss scaling")
       ->capture_default_str();
   cmd->add_flag("--fused", o->fused, "the optimizer's fused (multi-tensor) step, on any device (always on cuda)");
+  cmd->add_flag("--tf32", o->tf32,
+                "f32 products on TF32 tensor cores (cuda: f32's range, 10 bits of mantissa in the products' inputs; "
+                "ignored on cpu); a resume may turn it on or off");
   cmd->add_option("--init-scale", o->init_scale, "fp16: the loss scaler's initial scale")->capture_default_str();
   cmd->add_option("--scale-growth-interval", o->scale_growth_interval,
                   "fp16: good steps after which the loss scale doubles")

@@ -1,5 +1,5 @@
 """Golden values of the op test registry (tests/test_op_cases.cpp) for the nn ops: matmul, softmax,
-log_softmax, layer_norm, embedding and cross_entropy computed by PyTorch in f32, with the gradients
+log_softmax, layer_norm, embedding, cross_entropy and the fused classifier computed by PyTorch in f32, with the gradients
 of sum(out * gout); and one Adam and one AdamW step of torch.optim from a given state.
 
     /usr/bin/python3 tests/golden/make_nn_op_goldens.py
@@ -104,7 +104,6 @@ def adam_case(case, optimizer, weight_decay):
 adam_case("adam_update", torch.optim.Adam, 0.01)
 adam_case("adamw_update", torch.optim.AdamW, 0.1)
 
-
 # ---- causal attention: softmax(q k^T / sqrt(hs) + causal mask) v, composed (torch 1.13 has no
 # scaled_dot_product_attention); a sweep of B, H, T, hs, and queries after a KV cache's keys
 # (k and v longer than q: query i at position Tk - Tq + i) ----
@@ -120,6 +119,10 @@ for B, H, Tq, Tk, hs in [(1, 1, 1, 1, 8), (2, 3, 5, 5, 4), (1, 2, 70, 70, 8), (2
     run(f"causal_attention_b{B}h{H}q{Tq}k{Tk}d{hs}", causal_attention,
         {"q": r(B, H, Tq, hs), "k": r(B, H, Tk, hs), "v": r(B, H, Tk, hs)})
 
+
+# The two groups below were added on two branches at once, each drawing from the generator's state
+# after the cases above; each starts from that state again, so that every case keeps its values.
+after_common_cases = torch.get_rng_state()
 
 # ---- the modern block's ops (rms_norm, rope): drawn after everything above, so that earlier cases keep their values ----
 # rms_norm (eps 1e-5), as torch.nn.functional.rms_norm (PyTorch 2.4+) computes it.
@@ -146,6 +149,15 @@ def rope(x, pos0, base=10000.0):
 run("rope", lambda x: rope(x, 3), {"x": r(2, 3, 5, 8)})
 # q as attention takes it: a [B, T, H, D] projection viewed as [B, H, T, D]
 run("rope_strided", lambda x: rope(x.transpose(1, 2), 0), {"x": r(2, 5, 3, 8)})
+
+torch.set_rng_state(after_common_cases)
+# ---- the fused classifier (lathe's fused_cross_entropy: the loss and its gradient in one pass) is
+# the mean cross-entropy; rows longer than 16 and not a multiple of it, ignored rows ----
+run("fused_cross_entropy", lambda logits, targets: F.cross_entropy(logits, targets),
+    {"logits": r(5, 41) * 3, "targets": torch.tensor([40, -100, 7, 0, 7])})
+run("fused_cross_entropy_3d", lambda logits, targets: F.cross_entropy(logits.reshape(-1, 19), targets.reshape(-1),
+                                                                      ignore_index=-1),
+    {"logits": r(2, 2, 19) * 2, "targets": torch.tensor([[18, -1], [0, 3]])})
 
 
 golden_safetensors.save(os.path.join(HERE, "nn_ops.safetensors"), tensors)

@@ -201,7 +201,10 @@ void DataParallel::after_update() {
     Timed timed(comm_seconds_);
     for (int r = 0; r < comm_.size(); ++r)
       for (int64_t i = ranges_[size_t(r)].first; i < ranges_[size_t(r)].second; ++i)
-        if (trains(opt_.param(i))) device_->broadcast(opt_.param(i), r);
+        if (trains(opt_.param(i))) {
+          device_->broadcast(opt_.param(i), r);
+          opt_.param(i).bump_version();  // written in place: its 16-bit copy (nn/precision.h) is stale
+        }
     return;
   }
   // Each rank's owned, trainable parameters, in order, one block per rank.
@@ -233,7 +236,10 @@ void DataParallel::after_update() {
     for (int64_t i = ranges_[size_t(r)].first; i < ranges_[size_t(r)].second; ++i) {
       const Tensor& p = opt_.param(i);
       if (!trains(p)) continue;
-      if (r != comm_.rank()) std::memcpy(p.data_ptr(), all.data() + at, p.nbytes());
+      if (r != comm_.rank()) {
+        std::memcpy(p.data_ptr(), all.data() + at, p.nbytes());
+        p.bump_version();  // written in place: its 16-bit copy (nn/precision.h) is stale
+      }
       at += p.nbytes();
     }
   }
