@@ -80,7 +80,7 @@ void check_against_expected(const std::string& case_name, const std::vector<std:
   for (const auto& [name, w] : want.tensors) {
     INFO("tensor ", name);
     const Tensor& g = result(got, name);
-    CHECK_MESSAGE(g.dtype() == w.dtype(), "dtype ", dtype_name(g.dtype()), ", expected ", dtype_name(w.dtype()));
+    CHECK_MESSAGE(g.dtype() == w.dtype(), "dtype ", std::string(dtype_name(g.dtype())), ", expected ", std::string(dtype_name(w.dtype())));
     const bool exact = name == "skipped" || name.rfind("scaler.", 0) == 0;
     const Tensor a = compared(name, g, c), e = compared(name, w, c);
     const double tol = exact ? 0 : kAllowance * u;
