@@ -13,7 +13,7 @@ an op computes in float64 from its inputs and rounds its result once to its clas
 the gradient of a tensor is rounded to that tensor's dtype (`Rounded`). Beside that:
   - a Linear reads its weight and bias rounded to the matmul dtype (the f32 masters' copies) and
     adds the bias to the exact sum before the one rounding; its weight and bias gradients are the
-    exact sums of the 16-bit products, not rounded (`master_copy`);
+    exact sums of the 16-bit products, not rounded (`MasterCopy`);
   - c_fc's GELU is applied to the unrounded sum and rounded as an activation; its backward takes
     the derivative at the sum rounded to the matmul dtype (`GeluOfSum`), as lathe keeps it;
   - LayerNorm reads the f32 residual stream and writes the layer_norm dtype; attention reads q, k,
@@ -25,32 +25,30 @@ Writes, next to this script, for each precision P in (bf16, fp16):
   gpt_P.case.safetensors, gpt_P.expected.safetensors      kind "gpt" with "precision": P: logits
       (in the loss class's dtype), loss, grad.<parameter>
   gpt_P.f32.safetensors                                   the same model under the table's f32
-      column: what a 16-bit path that quietly computed in f32 would give (tests/test_precision_golden.cpp)
+      column (every op rounded to f32): what a 16-bit path that quietly computed in f32 would
+      give, which tests/test_precision_golden.cpp requires lathe's answer to lie far from
   train_P.case.safetensors, train_P.expected.safetensors  kind "train" with "precision": P: three
       steps of SGD with momentum, gradients clipped to norm 1, fp16 with PyTorch's GradScaler
       recipe (scale 1024 doubling after 2 good steps); losses, the weights after the last step,
       fp16's skipped steps and scaler state
   train_P.f32.safetensors                                 the f32 column's answer to train_P
 """
+import copy
 import importlib.util
-import json
 import math
 import os
+import sys
 
 import torch
 import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GPT_TORCH = os.path.join(HERE, "..", "..", "tools", "torch_gpt_reference.py")
-
-import sys  # noqa: E402
-
 sys.path.insert(0, HERE)
 import golden_safetensors  # noqa: E402
 
 # lathe's policy table (nn/precision.h): op class -> the dtype its results hold, per precision.
 POLICY = {
-    #              f32            bf16            fp16
     "matmul":     {"f32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16},
     "activation": {"f32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16},
     "softmax":    {"f32": torch.float32, "bf16": torch.float32,  "fp16": torch.float32},
@@ -196,7 +194,6 @@ def weights_of(model):
 
 def f64_model(model):
     """A float64 copy holding the float32 values the case file carries."""
-    import copy
     m = copy.deepcopy(model)
     with torch.no_grad():
         for p in m.parameters():
