@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "serialize/json_document.h"
 
 namespace lathe::ref {
 
@@ -73,6 +74,17 @@ Tensor case_tokens(const serialize::SafetensorsFile& c, const std::string& name,
   // On the host, where reading ids costs nothing.
   model.check_token_ids(name.c_str(), t->to(Device::cpu()), /*allow_ignore=*/targets);
   return t->to(DType::i64).to(device);
+}
+
+nn::Precision case_precision(const nlohmann::json& spec, const std::string& kind) {
+  const std::string K = "case kind \"" + kind + "\": ";
+  const nlohmann::json p = spec.value("precision", nlohmann::json("f32"));
+  LATHE_CHECK(p.is_string(), K, "\"precision\" must be \"f32\", \"bf16\" or \"fp16\", got ", serialize::quote_json(p));
+  try {
+    return nn::parse_precision(p.get<std::string>(), "\"precision\"");
+  } catch (const Error& e) {
+    LATHE_FAIL(K, e.what());
+  }
 }
 
 }  // namespace lathe::ref

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "nn/gpt.h"
+#include "nn/precision.h"
 #include "serialize/safetensors.h"
 
 namespace lathe::ref {
@@ -23,5 +24,9 @@ std::unique_ptr<nn::GPT> case_gpt(const serialize::SafetensorsFile& c, const nlo
 // which nanoGPT uses).
 Tensor case_tokens(const serialize::SafetensorsFile& c, const std::string& name, const nn::GPT& model, Device device,
                    const std::string& kind, bool targets = false);
+
+// The case's "precision" ("f32" when absent, "bf16", "fp16"): the mixed-precision policy its model
+// runs under (nn/precision.h).
+nn::Precision case_precision(const nlohmann::json& spec, const std::string& kind);
 
 }  // namespace lathe::ref

@@ -1,5 +1,6 @@
 // Reference case kind "gpt": one forward and backward pass of a GPT with given weights
-// (docs/reference-cases.md). Dropout is off.
+// (docs/reference-cases.md). Dropout is off; "precision" picks the mixed-precision policy, as for
+// kind "train".
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/ops.h"
@@ -14,6 +15,7 @@ RefOutput run_gpt_case(const serialize::SafetensorsFile& c, const nlohmann::json
                             "idx or targets");
   nn::GPT& model = *model_ptr;
   model.eval();
+  model.set_precision(case_precision(spec, "gpt"));
 
   const Tensor idx = case_tokens(c, "idx", model, device, "gpt");
   const Tensor targets = case_tokens(c, "targets", model, device, "gpt", /*targets=*/true);

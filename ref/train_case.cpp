@@ -260,17 +260,6 @@ std::string first_missing_input(const serialize::SafetensorsFile& c, int64_t t) 
   return c.find(idx) ? "targets." + std::to_string(t) : idx;
 }
 
-// The case's precision ("f32" default, "bf16", "fp16").
-nn::Precision case_precision(const nlohmann::json& spec) {
-  const nlohmann::json p = spec.value("precision", nlohmann::json("f32"));
-  LATHE_CHECK(p.is_string(), K, "\"precision\" must be \"f32\", \"bf16\" or \"fp16\", got ", serialize::quote_json(p));
-  try {
-    return nn::parse_precision(p.get<std::string>(), "\"precision\"");
-  } catch (const Error& e) {
-    LATHE_FAIL(K, e.what());
-  }
-}
-
 // GradScaler's growth_interval, an integer from 1 to int64's largest. JSON's parser reads a larger
 // integer as an unsigned one (up to 2^64 - 1) or as a float (2^70), and a float is no interval.
 int64_t growth_interval(const nlohmann::json& v) {
@@ -336,7 +325,7 @@ RefOutput run_train_case(const serialize::SafetensorsFile& c, const nlohmann::js
                             "idx.<t> / targets.<t> for t < " + std::to_string(steps) + " / optimizer_state.*");
   nn::GPT& model = *model_ptr;
   model.train();
-  const nn::Precision precision = case_precision(spec);
+  const nn::Precision precision = case_precision(spec, "train");
   model.set_precision(precision);
   auto scaler = case_scaler(c, spec, precision);
 

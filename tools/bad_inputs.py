@@ -744,6 +744,8 @@ def ref_cases(inp):
                                                     says='unknown field "n_laters"')),
         "gpt.config_zero_heads": ("gpt_tiny", dict(edit_spec=lambda s: s["config"].update(n_head=0))),
         "gpt.config_huge_vocab": ("gpt_tiny", dict(edit_spec=lambda s: s["config"].update(vocab_size=1 << 50))),
+        "gpt.precision_unknown": ("gpt_bf16", dict(edit_spec=setter(precision="fp8"))),
+        "gpt.precision_number": ("gpt_bf16", dict(edit_spec=setter(precision=16))),
     }
     cases = []
     out = inp.path("out/ref_out.safetensors")
