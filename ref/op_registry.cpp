@@ -173,12 +173,14 @@ std::vector<OpSample> comparison() {
           {"sweep", kNone, [=](D d) { return Operands{few(d, {17, 1, 33}), few(d, {9, 1})}; }, false}};
 }
 
-// The shapes of the reductions' sweep: a 3-D tensor and one whose rows span several CUDA blocks.
-std::vector<OpSample> reduction(const Json& first_args, const Shape& first, std::vector<Json> sweep_args) {
-  std::vector<OpSample> out = {{"", first_args, [=](D d) { return Operands{d.uniform(first)}; }}};
+// The shapes of the reductions' sweep: a 3-D tensor and one whose rows span several CUDA blocks;
+// inputs in [lo, hi].
+std::vector<OpSample> reduction(const Json& first_args, const Shape& first, std::vector<Json> sweep_args,
+                                double lo = -2, double hi = 2) {
+  std::vector<OpSample> out = {{"", first_args, [=](D d) { return Operands{d.uniform(first, lo, hi)}; }}};
   for (const Json& a : sweep_args) {
-    out.push_back({"sweep", a, [](D d) { return Operands{d.uniform({4, 5, 6})}; }, false});
-    out.push_back({"sweep", a, [](D d) { return Operands{d.uniform({3, 700, 2})}; }, false});
+    out.push_back({"sweep", a, [=](D d) { return Operands{d.uniform({4, 5, 6}, lo, hi)}; }, false});
+    out.push_back({"sweep", a, [=](D d) { return Operands{d.uniform({3, 700, 2}, lo, hi)}; }, false});
   }
   return out;
 }
@@ -306,9 +308,9 @@ const std::vector<OpEntry>& op_registry() {
         {"sweep", kNone, [](D d) { return Operands{d.uniform({40}), d.uniform({40, 9})}; }, false}},
        kSums, matmul_elements},
       {"softmax", true, {"softmax"}, 1, {"dim"}, [](X x, A a) { return softmax(x[0], a.integer("dim")); },
-       reduction({{"dim", -1}}, {3, 7}, {{{"dim", -1}}, {{"dim", 1}}}), kTranscend},
+       reduction({{"dim", -1}}, {3, 7}, {{{"dim", -1}}, {{"dim", 1}}}, -4, 4), kTranscend},
       {"log_softmax", true, {"log_softmax"}, 1, {"dim"}, [](X x, A a) { return log_softmax(x[0], a.integer("dim")); },
-       reduction({{"dim", 1}}, {3, 7}, {{{"dim", -1}}, {{"dim", 0}}}), kTranscend},
+       reduction({{"dim", 1}}, {3, 7}, {{{"dim", -1}}, {{"dim", 0}}}, -4, 4), kTranscend},
       {"layer_norm", true, {"layer_norm"}, 3, {"eps"},
        [](X x, A a) { return layer_norm(x[0], x[1], x[2], a.optional_number("eps").value_or(1e-5)); },
        {{"", {{"eps", 1e-5}},
