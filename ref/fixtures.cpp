@@ -11,6 +11,7 @@
 #include "core/random.h"
 #include "nn/gpt.h"
 #include "ref/case_registry.h"
+#include "ref/op_registry.h"
 #include "ref/result_check.h"
 #include "serialize/atomic_file.h"
 #include "serialize/safetensors.h"
@@ -21,81 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Tensors = std::vector<std::pair<std::string, Tensor>>;
-
-// Inputs drawn from Philox under a fixed seed: a pack is the same on every machine and backend.
-class Draw {
- public:
-  explicit Draw(uint64_t seed) : gen_(seed) {}
-  Tensor uniform(const Shape& shape, double lo = -2.0, double hi = 2.0) {
-    std::vector<double> v(size_t(numel_of(shape)));
-    for (double& x : v) x = lo + (hi - lo) * double(gen_.next_uniform());
-    return Tensor::from_vector(v, shape);
-  }
-  Tensor ids(const Shape& shape, int64_t high) {
-    std::vector<int64_t> v(size_t(numel_of(shape)));
-    for (int64_t& x : v) x = int64_t(gen_.next_below(uint64_t(high)));
-    return Tensor::from_vector(v, shape);
-  }
-  Tensor mask(const Shape& shape) { return lt(uniform(shape, 0.0, 1.0), Tensor::zeros(shape, DType::f64) + 0.5); }
-
- private:
-  Generator gen_;
-};
-
-struct OpFixture {
-  const char* name;  // the case's name after "op_"
-  const char* op;
-  nlohmann::json args;
-  std::function<std::vector<Tensor>(Draw&)> inputs;  // f64 floating inputs, cast per dtype
-};
-
-// The op fixtures: every op of the kind once, with PyTorch's arguments.
-std::vector<OpFixture> op_fixtures() {
-  using D = Draw&;
-  const nlohmann::json none = nlohmann::json::object();
-  return {
-      {"add", "add", none, [](D d) { return std::vector{d.uniform({3, 4}), d.uniform({4})}; }},
-      {"sub", "sub", none, [](D d) { return std::vector{d.uniform({3, 1}), d.uniform({1, 5})}; }},
-      {"mul", "mul", none, [](D d) { return std::vector{d.uniform({2, 3, 4}), d.uniform({3, 4})}; }},
-      {"div", "div", none, [](D d) { return std::vector{d.uniform({3, 4}), d.uniform({3, 4}, 0.5, 2.0)}; }},
-      {"pow", "pow", none, [](D d) { return std::vector{d.uniform({3, 4}, 0.5, 2.0), d.uniform({3, 4}, -1.5, 1.5)}; }},
-      {"maximum", "maximum", none, [](D d) { return std::vector{d.uniform({3, 4}), d.uniform({3, 4})}; }},
-      {"minimum", "minimum", none, [](D d) { return std::vector{d.uniform({3, 4}), d.uniform({4})}; }},
-      {"neg", "neg", none, [](D d) { return std::vector{d.uniform({3, 4})}; }},
-      {"exp", "exp", none, [](D d) { return std::vector{d.uniform({3, 4})}; }},
-      {"log", "log", none, [](D d) { return std::vector{d.uniform({3, 4}, 0.1, 3.0)}; }},
-      {"sqrt", "sqrt", none, [](D d) { return std::vector{d.uniform({3, 4}, 0.1, 3.0)}; }},
-      {"rsqrt", "rsqrt", none, [](D d) { return std::vector{d.uniform({3, 4}, 0.1, 3.0)}; }},
-      {"tanh", "tanh", none, [](D d) { return std::vector{d.uniform({3, 4})}; }},
-      {"relu", "relu", none, [](D d) { return std::vector{d.uniform({3, 4})}; }},
-      {"sigmoid", "sigmoid", none, [](D d) { return std::vector{d.uniform({3, 4})}; }},
-      {"abs", "abs", none, [](D d) { return std::vector{d.uniform({3, 4})}; }},
-      {"square", "square", none, [](D d) { return std::vector{d.uniform({3, 4})}; }},
-      {"silu", "silu", none, [](D d) { return std::vector{d.uniform({3, 4})}; }},
-      {"gelu", "gelu", none, [](D d) { return std::vector{d.uniform({3, 4}, -3, 3)}; }},
-      {"gelu_tanh", "gelu", {{"approximate", "tanh"}}, [](D d) { return std::vector{d.uniform({3, 4}, -3, 3)}; }},
-      {"clamp", "clamp", {{"min", -0.5}, {"max", 1.0}}, [](D d) { return std::vector{d.uniform({3, 4})}; }},
-      {"where", "where", none, [](D d) { return std::vector{d.mask({3, 4}), d.uniform({3, 4}), d.uniform({4})}; }},
-      {"masked_fill", "masked_fill", {{"value", -1.5}}, [](D d) { return std::vector{d.uniform({3, 4}), d.mask({4})}; }},
-      {"sum", "sum", {{"dim", {1}}, {"keepdim", true}}, [](D d) { return std::vector{d.uniform({3, 4, 5})}; }},
-      {"mean", "mean", {{"dim", {0, 2}}}, [](D d) { return std::vector{d.uniform({3, 4, 5})}; }},
-      {"var", "var", {{"dim", {1}}, {"correction", 1}}, [](D d) { return std::vector{d.uniform({3, 6})}; }},
-      {"max", "max", {{"dim", 1}, {"keepdim", true}}, [](D d) { return std::vector{d.uniform({3, 5})}; }},
-      {"matmul", "matmul", none, [](D d) { return std::vector{d.uniform({2, 3, 8}), d.uniform({8, 5})}; }},
-      {"softmax", "softmax", {{"dim", -1}}, [](D d) { return std::vector{d.uniform({3, 7}, -4, 4)}; }},
-      {"log_softmax", "log_softmax", {{"dim", 1}}, [](D d) { return std::vector{d.uniform({3, 7}, -4, 4)}; }},
-      {"layer_norm", "layer_norm", {{"eps", 1e-5}},
-       [](D d) { return std::vector{d.uniform({2, 3, 8}), d.uniform({8}, 0.5, 1.5), d.uniform({8}, -0.2, 0.2)}; }},
-      {"embedding", "embedding", none, [](D d) { return std::vector{d.ids({2, 5}, 10), d.uniform({10, 4})}; }},
-      {"cross_entropy", "cross_entropy", {{"ignore_index", 3}},
-       [](D d) { return std::vector{d.uniform({8, 5}, -3, 3), d.ids({8}, 5)}; }},
-      {"cat", "cat", {{"dim", 1}}, [](D d) { return std::vector{d.uniform({2, 3}), d.uniform({2, 1}), d.uniform({2, 4})}; }},
-      {"stack", "stack", {{"dim", 0}}, [](D d) { return std::vector{d.uniform({2, 3}), d.uniform({2, 3})}; }},
-      {"index_select", "index_select", {{"dim", 0}},
-       [](D d) { return std::vector{d.uniform({5, 3}), Tensor::from_vector<int64_t>({4, 0, 4, 2}, {4})}; }},
-      {"gather", "gather", {{"dim", 1}}, [](D d) { return std::vector{d.uniform({3, 4}), d.ids({3, 6}, 4)}; }},
-  };
-}
 
 // One case of the pack: its inputs and document, the tolerance another implementation compares
 // lathe's answer at (negative: the dtype's default), and a line on what it covers.
@@ -147,30 +73,37 @@ Tensor find_tensor(const RefOutput& out, const std::string& name) {
   LATHE_FAIL("fixtures: lathe's answer has no tensor \"", name, "\"");
 }
 
+// Every op of the reference kind in every dtype: each sample of its registry entry that is marked
+// as a fixture (ref/op_registry.cpp), with the entry's arguments.
 void add_op_fixtures(Pack& pack) {
   const std::vector<DType> dtypes = {DType::f32, DType::f64, DType::bf16, DType::f16};
   uint64_t seed = 1000;
-  for (const OpFixture& f : op_fixtures()) {
-    for (DType dtype : dtypes) {
-      Draw draw(seed++);
-      Fixture fx;
-      fx.name = std::string("op_") + f.name + "_" + dtype_name(dtype);
-      fx.kind = "op";
-      fx.covers = std::string(f.op) + " " + f.args.dump() + " in " + dtype_name(dtype) + ", forward and backward";
-      fx.document = {{"kind", "op"}, {"op", f.op}, {"args", f.args}};
-      std::vector<Tensor> inputs = f.inputs(draw);
-      for (size_t k = 0; k < inputs.size(); ++k) {
-        const Tensor t = is_floating(inputs[k].dtype()) ? inputs[k].to(dtype) : inputs[k];
-        fx.tensors.emplace_back("input." + std::to_string(k), t);
+  for (const OpEntry& op : op_registry()) {
+    if (!op.in_ref_kind) continue;
+    for (const OpSample& sample : op.sweep) {
+      if (!sample.fixture) continue;
+      const std::string name = std::string(op.name) + (*sample.name ? std::string("_") + sample.name : "");
+      for (DType dtype : dtypes) {
+        Draw draw(seed++);
+        Fixture fx;
+        fx.name = "op_" + name + "_" + dtype_name(dtype);
+        fx.kind = "op";
+        fx.covers = std::string(op.name) + " " + sample.args.dump() + " in " + dtype_name(dtype) + ", forward and backward";
+        fx.document = {{"kind", "op"}, {"op", op.name}, {"args", sample.args}};
+        std::vector<Tensor> inputs = sample.inputs(draw);
+        for (size_t k = 0; k < inputs.size(); ++k) {
+          const Tensor t = is_floating(inputs[k].dtype()) ? inputs[k].to(dtype) : inputs[k];
+          fx.tensors.emplace_back("input." + std::to_string(k), t);
+        }
+        // The output's shape first (a forward-only run), then a grad_output of that shape.
+        serialize::SafetensorsFile probe;
+        probe.tensors = fx.tensors;
+        probe.metadata["case"] = fx.document.dump();
+        probe.path = fx.name;
+        const Shape out_shape = find_tensor(run_reference_case(probe, Device::cpu()), "output").shape();
+        fx.tensors.emplace_back("grad_output", draw.uniform(out_shape).to(dtype));
+        pack.add(fx);
       }
-      // The output's shape first (a forward-only run), then a grad_output of that shape.
-      serialize::SafetensorsFile probe;
-      probe.tensors = fx.tensors;
-      probe.metadata["case"] = fx.document.dump();
-      probe.path = fx.name;
-      const Shape out_shape = find_tensor(run_reference_case(probe, Device::cpu()), "output").shape();
-      fx.tensors.emplace_back("grad_output", draw.uniform(out_shape).to(dtype));
-      pack.add(fx);
     }
   }
 }

@@ -15,6 +15,7 @@
 #include "core/ops.h"
 #include "ref/case_registry.h"
 #include "ref/fixtures.h"
+#include "ref/op_registry.h"
 #include "ref/result_check.h"
 #include "serialize/safetensors.h"
 #include "tests/gpu_cases.h"
@@ -76,7 +77,12 @@ void check_ops_against_torch(Device device) {
     ops.insert(nlohmann::json::parse(c.metadata.at("case"))["op"].get<std::string>());
     dtypes.insert(name.substr(name.rfind('_') + 1));
   }
-  CHECK(ops.size() == 37);  // every op the kind has
+  // every op of the kind (the registry's entries marked in_ref_kind) has its PyTorch goldens
+  std::set<std::string> kind;
+  for (const ref::OpEntry& e : ref::op_registry())
+    if (e.in_ref_kind) kind.insert(e.name);
+  CHECK(ops == kind);
+  CHECK(ops.size() == 37);
   CHECK(dtypes == std::set<std::string>{"f32", "f64", "bf16", "f16"});
 }
 
@@ -179,6 +185,9 @@ TEST_CASE("ref op: bad cases get one error naming the fault") {
             .find("must have the case's dtype f32") != std::string::npos);
   CHECK(op_error(add, {{"input.0", f32({1 << 15, 1})}, {"input.1", f32({1, 1 << 15})}})
             .find("more than the limit") != std::string::npos);
+  // an op of the registry outside the kind (PyTorch has no softcap) is unknown to it
+  CHECK(op_error({{"kind", "op"}, {"op", "softcap"}, {"args", {{"cap", 2.0}}}}, {{"input.0", f32({2})}})
+            .find("unknown op \"softcap\"") != std::string::npos);
   // every message names the case file
   CHECK(op_error({{"kind", "op"}, {"op", "erfinv"}}, {}).rfind("bad.case: ", 0) == 0);
 }
