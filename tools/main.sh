@@ -13,9 +13,15 @@ cmake --build "$build" -j "$(nproc)" --target lathe
 out=runs/fortunes
 rm -rf "$out"  # a fresh demo run each time (lathe train refuses a directory that holds a run)
 # The `small` preset (0.8M parameters), 2500 steps: about four minutes on two cores, and a sample
-# that reads like English (validation loss about 1.72 nats per byte).
-"./$build/examples/lathe" train --data /usr/share/games/fortunes --config small --lr 3e-3 \
-  --steps 2500 --eval-interval 250 --out "$out" "$@"
+# that reads like English (validation loss about 1.72 nats per byte). A setting given as an argument
+# replaces the default (lathe refuses a flag given twice); the corpus and the run directory are fixed.
+given() { local a; for a in "${@:2}"; do [[ $a == "$1" || $a == "$1="* ]] && return 0; done; return 1; }
+defaults=()
+given --config "$@" || defaults+=(--config small)
+given --lr "$@" || defaults+=(--lr 3e-3)
+given --steps "$@" || defaults+=(--steps 2500)
+given --eval-interval "$@" || defaults+=(--eval-interval 250)
+"./$build/examples/lathe" train --data /usr/share/games/fortunes --out "$out" "${defaults[@]}" "$@"
 "./$build/examples/lathe" sample --checkpoint "$out/model.safetensors" --prompt "The " --tokens 300 \
   --temperature 0.8 --top-k 40 --seed 1
 echo "loss curves: $out/loss.svg, metrics: $out/metrics.jsonl"
