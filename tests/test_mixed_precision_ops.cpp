@@ -344,26 +344,39 @@ TEST_CASE("add: a 16-bit branch joins the f32 stream without a cast, exactly") {
   CHECK(sa.grad().dtype() == DType::f32);
 }
 
-TEST_CASE("weight cast cache: each weight is cast once per version, an update re-casts it, an unchanged one is not") {
+namespace {
+
+// The GPT the cast tests run: two blocks 32 wide, a vocabulary of 64, 8 positions.
+nn::GPTConfig cast_test_config() {
   nn::GPTConfig c;
   c.vocab_size = 64;
   c.block_size = 8;
   c.n_layer = 2;
   c.n_head = 2;
   c.n_embd = 32;
+  return c;
+}
+
+// The casts one training step (the loss and its backward) runs.
+uint64_t casts_of_step(const nn::GPT& m, const Tensor& idx, const Tensor& tgt) {
+  reset_cast_count();
+  m.loss(idx, tgt).backward();
+  return cast_count();
+}
+
+}  // namespace
+
+TEST_CASE("weight cast cache: each weight is cast once per version, an update re-casts it, an unchanged one is not") {
+  nn::GPTConfig c = cast_test_config();
   nn::GPT m(c, 5);
   m.set_precision(nn::Precision::bf16);
   const Tensor idx = Tensor::randint(0, 64, {2, 8}, 1), tgt = Tensor::randint(0, 64, {2, 8}, 2);
   // The products' parameters: four weights and four biases a block, and the tied wte / lm_head once.
   const size_t cached = size_t(8 * c.n_layer + 1);
 
-  reset_cast_count();
-  m.loss(idx, tgt).backward();
-  const uint64_t first = cast_count();
+  const uint64_t first = casts_of_step(m, idx, tgt);
   CHECK(m.precision_policy().weight_cache().size() == cached);
-  reset_cast_count();
-  m.loss(idx, tgt).backward();
-  const uint64_t second = cast_count();
+  const uint64_t second = casts_of_step(m, idx, tgt);
   CHECK(first - second == cached);  // nothing changed: no weight cast again
 
   // An update of every parameter but one: each is cast again at the next forward, that one not.
@@ -374,9 +387,7 @@ TEST_CASE("weight cast cache: each weight is cast once per version, an update re
   optim::AdamW opt(trained, {{"lr", 1e-3}});
   opt.step();
   opt.zero_grad();
-  reset_cast_count();
-  m.loss(idx, tgt).backward();
-  CHECK(cast_count() == second + cached - 1);
+  CHECK(casts_of_step(m, idx, tgt) == second + cached - 1);
   // A write through copy_ (a checkpoint load) is an update too.
   frozen.copy_(frozen.detach());
   reset_cast_count();
@@ -388,12 +399,7 @@ TEST_CASE("weight cast cache: each weight is cast once per version, an update re
 }
 
 TEST_CASE("bf16 step: the norms write bf16 for the products, and a step casts only where the table changes dtype") {
-  nn::GPTConfig c;
-  c.vocab_size = 64;
-  c.block_size = 8;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 32;
+  nn::GPTConfig c = cast_test_config();
   nn::GPT m(c, 5);
   m.set_precision(nn::Precision::bf16);
   const Tensor idx = Tensor::randint(0, 64, {2, 8}, 1), tgt = Tensor::randint(0, 64, {2, 8}, 2);
@@ -410,18 +416,11 @@ TEST_CASE("bf16 step: the norms write bf16 for the products, and a step casts on
   // product would then cast its input, forward and backward) show here as 4 more a block and 2 for
   // ln_f; a weight cast again, as one more each.
   m.loss(idx, tgt).backward();
-  reset_cast_count();
-  m.loss(idx, tgt).backward();
-  CHECK(cast_count() == uint64_t(2 * c.n_layer + 1));
+  CHECK(casts_of_step(m, idx, tgt) == uint64_t(2 * c.n_layer + 1));
 }
 
 TEST_CASE("weight cast cache: the modern block's untied lm_head and SwiGLU's c_gate are cast once per version") {
-  nn::GPTConfig c;
-  c.vocab_size = 64;
-  c.block_size = 8;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 32;
+  nn::GPTConfig c = cast_test_config();
   c.norm = nn::NormKind::rms_norm;
   c.activation = nn::Activation::swiglu;
   c.tie_embeddings = false;
@@ -431,17 +430,11 @@ TEST_CASE("weight cast cache: the modern block's untied lm_head and SwiGLU's c_g
   // Five weights and five biases a block (c_gate's beside c_fc's), and lm_head's weight, apart
   // from wte, which the embedding reads in f32.
   const size_t cached = size_t(10 * c.n_layer + 1);
-  reset_cast_count();
-  m.loss(idx, tgt).backward();
-  const uint64_t first = cast_count();
+  const uint64_t first = casts_of_step(m, idx, tgt);
   CHECK(m.precision_policy().weight_cache().size() == cached);
-  reset_cast_count();
-  m.loss(idx, tgt).backward();
-  const uint64_t second = cast_count();
+  const uint64_t second = casts_of_step(m, idx, tgt);
   CHECK(first - second == cached);
   // An update of lm_head alone: it is cast again, nothing else is.
   m.lm_head.weight.copy_(m.lm_head.weight.detach());
-  reset_cast_count();
-  m.loss(idx, tgt).backward();
-  CHECK(cast_count() == second + 1);
+  CHECK(casts_of_step(m, idx, tgt) == second + 1);
 }
