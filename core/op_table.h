@@ -6,9 +6,9 @@
 // The header depends on nothing but the standard library, because nvcc includes it too and must
 // never parse Eigen or lathe's tensor headers.
 //
-// Each entry's `apply` is a template over the math library `M` (exp, log, sqrt, tanh, pow) and
-// the compute type `C` (f32 for 16-bit floats, else the element type). The backends pass their own
-// math: the CPU a vectorisable tanh (core/cpu/cpu_math.h), CUDA the device library
+// Each entry's `apply` is a template over the math library `M` (exp, log, log1p, sqrt, tanh, erf,
+// pow) and the compute type `C` (f32 for 16-bit floats, else the element type). The backends pass
+// their own math: the CPU a vectorisable tanh (core/cpu/cpu_math.h), CUDA the device library
 // (cuda/device_common.cuh). A 16-bit element is widened to f32, computed, and rounded once.
 //
 // Adding an elementwise op takes four places: an entry here (the struct and its line in the list
@@ -36,8 +36,8 @@ enum class OpDTypes : uint8_t {
   floating,  // f32, f64, bf16, f16
 };
 
-// The scalar operands of a parametrised unary op (pow's exponent, clamp's bounds, affine's scale
-// and shift) in the compute type. An absent clamp bound has has_p0 / has_p1 false.
+// The scalar operands of a parametrised unary op (pow's exponent, clamp's bounds, softcap's cap) in
+// the compute type. An absent clamp bound has has_p0 / has_p1 false.
 template <class C>
 struct OpScalars {
   C p0{}, p1{};
@@ -126,6 +126,17 @@ struct sigmoid {
   }
 };
 
+// log(sigmoid(x)), as PyTorch computes it: min(x, 0) - log1p(exp(-|x|)), which neither overflows
+// for a large |x| nor loses exp(-|x|) below the unit roundoff (as log(1 + exp(-|x|)) would). The
+// log-likelihood of a logistic model: DPO's loss is -log_sigmoid of a margin.
+struct log_sigmoid {
+  static constexpr const char* name = "log_sigmoid";
+  static constexpr OpDTypes dtypes = OpDTypes::floating;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, const OpScalars<C>&) {
+    return (x < C(0) ? x : C(0)) - M::log1p(M::exp(x < C(0) ? x : -x));
+  }
+};
+
 // SiLU (swish): x * sigmoid(x), written as PyTorch computes it.
 struct silu {
   static constexpr const char* name = "silu";
@@ -151,12 +162,6 @@ struct square {
   static constexpr const char* name = "square";
   static constexpr OpDTypes dtypes = OpDTypes::all;
   template <class M, class C> LATHE_SCALAR static C apply(C x, const OpScalars<C>&) { return C(x * x); }
-};
-
-struct reciprocal {
-  static constexpr const char* name = "reciprocal";
-  static constexpr OpDTypes dtypes = OpDTypes::floating;
-  template <class M, class C> LATHE_SCALAR static C apply(C x, const OpScalars<C>&) { return C(1) / x; }
 };
 
 struct sign {
@@ -200,13 +205,6 @@ struct softcap {
   template <class M, class C> LATHE_SCALAR static C apply(C x, const OpScalars<C>& s) {
     return s.p0 * M::tanh(x / s.p0);
   }
-};
-
-// x * p0 + p1: scalar arithmetic without a second tensor.
-struct affine {
-  static constexpr const char* name = "affine";
-  static constexpr OpDTypes dtypes = OpDTypes::all;
-  template <class M, class C> LATHE_SCALAR static C apply(C x, const OpScalars<C>& s) { return C(x * s.p0 + s.p1); }
 };
 
 // ---------------------------------------------------------------- binary: z = f(x, y)
@@ -343,6 +341,18 @@ struct relu_backward {  // x = the input
   template <class M, class C> LATHE_SCALAR static C apply(C x, C g) { return x > C(0) ? g : C(0); }
 };
 
+// d/dx log(sigmoid(x)) = sigmoid(-x), from z = exp(-|x|) as PyTorch's backward computes it:
+// 1 - z / (1 + z) below zero, z / (1 + z) above; x = the input.
+struct log_sigmoid_backward {
+  static constexpr const char* name = "log_sigmoid_backward";
+  static constexpr OpDTypes dtypes = OpDTypes::floating;
+  static constexpr bool predicate = false;
+  template <class M, class C> LATHE_SCALAR static C apply(C x, C g) {
+    const C z = M::exp(x < C(0) ? x : -x);
+    return x < C(0) ? g * (C(1) - z / (C(1) + z)) : g * (z / (C(1) + z));
+  }
+};
+
 // d/dx relu(x)^2 = 2 relu(x); x = the input.
 struct squared_relu_backward {
   static constexpr const char* name = "squared_relu_backward";
@@ -355,13 +365,13 @@ struct squared_relu_backward {
 // X(entry) for every op; the enums below and both backends' dispatch expand them.
 
 #define LATHE_UNARY_OPS(X)                                                                   \
-  X(neg) X(exp) X(log) X(sqrt) X(rsqrt) X(tanh) X(gelu) X(gelu_erf) X(sigmoid) X(silu) X(relu) X(abs) \
-  X(square) X(reciprocal) X(sign) X(pow_scalar) X(clamp) X(affine) X(squared_relu) X(softcap)
+  X(neg) X(exp) X(log) X(sqrt) X(rsqrt) X(tanh) X(gelu) X(gelu_erf) X(sigmoid) X(log_sigmoid) X(silu) X(relu) \
+  X(abs) X(square) X(sign) X(pow_scalar) X(clamp) X(squared_relu) X(softcap)
 
 #define LATHE_BINARY_OPS(X)                                                                      \
   X(add) X(sub) X(mul) X(div) X(pow) X(maximum) X(minimum) X(eq) X(ne) X(lt) X(le) X(gt) X(ge) \
-  X(gelu_backward) X(gelu_erf_backward) X(tanh_backward) X(sigmoid_backward) X(silu_backward) X(relu_backward) \
-  X(squared_relu_backward)
+  X(gelu_backward) X(gelu_erf_backward) X(tanh_backward) X(sigmoid_backward) X(log_sigmoid_backward) \
+  X(silu_backward) X(relu_backward) X(squared_relu_backward)
 
 // Whether entry Op has a kernel for compute type C (bool is its own compute type).
 template <class Op, class C>

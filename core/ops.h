@@ -44,6 +44,7 @@ Tensor gelu(const Tensor& x);      // tanh approximation, as GPT-2
 Tensor gelu_erf(const Tensor& x);  // exact: x Phi(x) (PyTorch's approximate="none")
 Tensor relu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
+Tensor log_sigmoid(const Tensor& x);  // log(sigmoid(x)), without overflow or cancellation
 Tensor silu(const Tensor& x);  // x * sigmoid(x)
 Tensor squared_relu(const Tensor& x);  // relu(x)^2
 // Logit soft-capping: cap * tanh(x / cap), for a positive finite cap.

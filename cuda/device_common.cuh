@@ -67,6 +67,8 @@ struct CudaMath {
   static __host__ __device__ __forceinline__ double exp(double x) { return ::exp(x); }
   static __host__ __device__ __forceinline__ float log(float x) { return logf(x); }
   static __host__ __device__ __forceinline__ double log(double x) { return ::log(x); }
+  static __host__ __device__ __forceinline__ float log1p(float x) { return log1pf(x); }
+  static __host__ __device__ __forceinline__ double log1p(double x) { return ::log1p(x); }
   static __host__ __device__ __forceinline__ float sqrt(float x) { return sqrtf(x); }
   static __host__ __device__ __forceinline__ double sqrt(double x) { return ::sqrt(x); }
   static __host__ __device__ __forceinline__ float tanh(float x) { return tanhf(x); }

@@ -253,6 +253,7 @@ const std::vector<OpEntry>& op_registry() {
       {"abs", true, {"abs", "sign"}, 1, {}, [](X x, A) { return abs(x[0]); }, unary(), kExact},
       {"square", true, {"square"}, 1, {}, [](X x, A) { return square(x[0]); }, unary(), kExact},
       {"silu", true, {"silu"}, 1, {}, [](X x, A) { return silu(x[0]); }, unary(), kTranscend},
+      {"log_sigmoid", true, {"log_sigmoid"}, 1, {}, [](X x, A) { return log_sigmoid(x[0]); }, unary(-8, 8), kTranscend},
       {"gelu", true, {"gelu", "gelu_erf"}, 1, {"approximate"},
        [](X x, A a) {
          return a.choice("approximate", {"none", "tanh"}, "none") == "tanh" ? gelu(x[0]) : gelu_erf(x[0]);

@@ -202,12 +202,12 @@ TEST_CASE("cuda: unary ops on float dtypes, contiguous and strided") {
       CHECK(nmse(c.f(in_g), c.f(in_c)) <= tolerance(t));
       CHECK(nmse(c.f(in_g.t()), c.f(in_c.t())) <= tolerance(t));
     }
-    // Kernels without a public op of their own.
-    for (UnaryOp op : {UnaryOp::reciprocal, UnaryOp::sign}) {
-      INFO(ctx(op_name(op), t));
+    // The sign kernel, which only abs's backward runs, on its own.
+    {
+      INFO(ctx("sign", t));
       Tensor og = Tensor::empty(x.shape(), t, kGpu), oc = Tensor::empty(x.shape(), t);
-      backend_for(kGpu).unary(op, xg, og, 0, 0);
-      backend_for(kCpu).unary(op, x, oc, 0, 0);
+      backend_for(kGpu).unary(UnaryOp::sign, xg, og, 0, 0);
+      backend_for(kCpu).unary(UnaryOp::sign, x, oc, 0, 0);
       CHECK(nmse(og, oc) <= tolerance(t));
     }
   }

@@ -15,6 +15,8 @@ struct CpuMath {
   static LATHE_CPU_INLINE double exp(double x) { return std::exp(x); }
   static LATHE_CPU_INLINE float log(float x) { return std::log(x); }
   static LATHE_CPU_INLINE double log(double x) { return std::log(x); }
+  static LATHE_CPU_INLINE float log1p(float x) { return std::log1p(x); }
+  static LATHE_CPU_INLINE double log1p(double x) { return std::log1p(x); }
   static LATHE_CPU_INLINE float sqrt(float x) { return std::sqrt(x); }
   static LATHE_CPU_INLINE double sqrt(double x) { return std::sqrt(x); }
   static LATHE_CPU_INLINE float tanh(float x) { return tanh_f32(x); }

@@ -82,6 +82,13 @@ Tensor sigmoid(const Tensor& x) {
   });
 }
 
+Tensor log_sigmoid(const Tensor& x) {
+  Tensor y = unary_kernel(UnaryOp::log_sigmoid, x);
+  return record("log_sigmoid", y, {x}, [x = x.detach()](const Tensor& g) {
+    return std::vector<Tensor>{backward_kernel(BinaryOp::log_sigmoid_backward, x, g)};
+  });
+}
+
 Tensor silu(const Tensor& x) {
   Tensor y = unary_kernel(UnaryOp::silu, x);
   return record("silu", y, {x}, [x = x.detach()](const Tensor& g) {

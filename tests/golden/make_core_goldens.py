@@ -254,6 +254,7 @@ run("silu", lambda x: F.silu(x), {"x": U * 3})
 run("gelu_erf", lambda x: F.gelu(x, approximate="none"), {"x": U * 3})
 run("squared_relu", lambda x: F.relu(x).square(), {"x": U * 3})
 run("softcap", lambda x: 2.0 * torch.tanh(x / 2.0), {"x": U * 5})  # past the cap, where tanh bends
+run("log_sigmoid", lambda x: F.logsigmoid(x), {"x": U * 8})  # where exp(-|x|) is far below 1
 
 
 # ---- writer ----

@@ -131,6 +131,8 @@ SPECS = [
      lambda x, a: causal_sdpa(*x)),
     ("scaled_dot_product_attention", {"is_causal": True, "scale": 0.5}, lambda: [u(1, 2, 5, 4), u(1, 2, 5, 4), u(1, 2, 5, 4)],
      lambda x, a: causal_sdpa(*x, scale=a["scale"])),
+    # Added later, after every earlier draw, so that the earlier cases keep their inputs.
+    ("log_sigmoid", {}, lambda: [u(3, 4, lo=-8, hi=8)], lambda x, a: F.logsigmoid(x[0])),
 ]
 
 
