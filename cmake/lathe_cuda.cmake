@@ -1,4 +1,6 @@
-# Included just before find_package(CUDAToolkit) (cuda/CMakeLists.txt), once CUDA is enabled.
+# Included just before find_package(CUDAToolkit): by cuda/CMakeLists.txt, once CUDA is enabled, and,
+# installed beside it, by latheConfig.cmake before it finds the toolkit for a consumer project (whose
+# configure stopped on this defect in a stock Debian 12 root).
 #
 # Works around a defect of FindCUDAToolkit in CMake 3.25.x as Debian 12 ships it (3.25.1). For a
 # toolkit of version 10.0 or newer, in a project whose cmake_minimum_required is 3.25 or more, the
@@ -17,7 +19,7 @@ include_guard(GLOBAL)
 if(CMAKE_VERSION VERSION_LESS 3.26 AND NOT TARGET CUDA::nvToolsExt)
   # Look where the module looks: the toolkit's library folders (found from nvcc or the usual
   # hints), the CUDA_PATH environment variable, then the system's default paths.
-  set(_lathe_cuda_hints ${CUDAToolkit_ROOT} $ENV{CUDAToolkit_ROOT})
+  set(_lathe_cuda_hints ${CUDAToolkit_ROOT} $ENV{CUDAToolkit_ROOT} /usr/local/cuda)
   if(CMAKE_CUDA_COMPILER)
     get_filename_component(_lathe_nvcc_dir "${CMAKE_CUDA_COMPILER}" DIRECTORY)
     get_filename_component(_lathe_nvcc_dir "${_lathe_nvcc_dir}" DIRECTORY)

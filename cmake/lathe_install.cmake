@@ -58,5 +58,6 @@ configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/latheConfig.cmake.in
 # 0.x: a minor version may break what the one before it offered, so 0.1 accepts 0.1.* only.
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/latheConfigVersion.cmake
                                  COMPATIBILITY SameMinorVersion)
+# lathe_cuda.cmake goes along: latheConfig.cmake applies its workaround before it finds the toolkit.
 install(FILES ${PROJECT_BINARY_DIR}/latheConfig.cmake ${PROJECT_BINARY_DIR}/latheConfigVersion.cmake
-        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/lathe)
+        ${PROJECT_SOURCE_DIR}/cmake/lathe_cuda.cmake DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/lathe)
