@@ -23,8 +23,6 @@ namespace lathe::ref {
 
 namespace {
 
-constexpr const char* K = "case kind \"op\": ";
-
 // An op case computes one result from tensors of the file, but a broadcast or a product can make
 // that result far larger than its inputs; no reference case needs more than this many elements.
 constexpr int64_t kMaxOutputElements = int64_t(1) << 28;
@@ -38,11 +36,11 @@ std::string op_names() {
 }
 
 const OpEntry& find_op(const nlohmann::json& spec) {
-  LATHE_CHECK(spec.contains("op") && spec["op"].is_string(), K, "the case document needs \"op\" (a string: ",
+  LATHE_CHECK(spec.contains("op") && spec["op"].is_string(), kOpCase, "the case document needs \"op\" (a string: ",
               op_names(), ")");
   const std::string name = spec["op"];
   const OpEntry* e = find_op_entry(name);
-  LATHE_CHECK(e && e->in_ref_kind, K, "unknown op \"", name, "\" (the ops are: ", op_names(), ")");
+  LATHE_CHECK(e && e->in_ref_kind, kOpCase, "unknown op \"", name, "\" (the ops are: ", op_names(), ")");
   return *e;
 }
 
@@ -64,18 +62,18 @@ Operands read_operands(const serialize::SafetensorsFile& c, const OpEntry& op) {
   for (const auto& [name, t] : c.tensors) {
     if (name == "grad_output") continue;
     const int64_t k = name.rfind("input.", 0) == 0 ? operand_index(name.substr(6)) : -1;
-    LATHE_CHECK(k >= 0, K, "unexpected tensor \"", name, "\" (expected input.<k> and grad_output)");
+    LATHE_CHECK(k >= 0, kOpCase, "unexpected tensor \"", name, "\" (expected input.<k> and grad_output)");
     if (size_t(k) >= by_index.size()) by_index.resize(size_t(k) + 1, nullptr);
     by_index[size_t(k)] = &t;
   }
   const int64_t n = int64_t(by_index.size());
   for (int64_t k = 0; k < n; ++k)
-    LATHE_CHECK(by_index[size_t(k)], K, "operands must be numbered input.0 .. input.", n - 1, " but input.", k,
+    LATHE_CHECK(by_index[size_t(k)], kOpCase, "operands must be numbered input.0 .. input.", n - 1, " but input.", k,
                 " is missing");
   if (op.operands == kOneOrMore)
-    LATHE_CHECK(n >= 1, K, "op \"", op.name, "\" takes one or more tensor operands (input.0, input.1, ...), the case has none");
+    LATHE_CHECK(n >= 1, kOpCase, "op \"", op.name, "\" takes one or more tensor operands (input.0, input.1, ...), the case has none");
   else
-    LATHE_CHECK(n == op.operands, K, "op \"", op.name, "\" takes ", op.operands, " tensor operand",
+    LATHE_CHECK(n == op.operands, kOpCase, "op \"", op.name, "\" takes ", op.operands, " tensor operand",
                 op.operands == 1 ? "" : "s", " (input.0 .. input.", op.operands - 1, "), the case has ", n);
   Operands out;
   for (const Tensor* t : by_index) out.push_back(*t);
@@ -90,7 +88,7 @@ DType case_dtype(const Operands& x) {
   for (size_t k = 0; k < x.size(); ++k) {
     if (!is_floating(x[k].dtype())) continue;
     if (!first) first = k;
-    LATHE_CHECK(x[k].dtype() == x[*first].dtype(), K, "floating operands of one dtype expected, but input.", *first,
+    LATHE_CHECK(x[k].dtype() == x[*first].dtype(), kOpCase, "floating operands of one dtype expected, but input.", *first,
                 " is ", x[*first].desc(), " and input.", k, " is ", x[k].desc());
   }
   return first ? x[*first].dtype() : DType::f32;
@@ -108,7 +106,7 @@ RefOutput run_op_case(const serialize::SafetensorsFile& c, const nlohmann::json&
   const DType compute = is_16_bit(dtype) ? DType::f32 : dtype;
   if (op.result_elements) {
     const int64_t n = op.result_elements(given);
-    LATHE_CHECK(n <= kMaxOutputElements, K, "op \"", op.name, "\": the result would hold ", n,
+    LATHE_CHECK(n <= kMaxOutputElements, kOpCase, "op \"", op.name, "\": the result would hold ", n,
                 " elements, more than the limit of ", kMaxOutputElements, " of an op case");
   }
 
@@ -127,11 +125,11 @@ RefOutput run_op_case(const serialize::SafetensorsFile& c, const nlohmann::json&
   const Tensor* g = c.find("grad_output");
   if (!g) return out;
 
-  LATHE_CHECK(floating_result, K, "op \"", op.name, "\": the output ", y.desc(),
+  LATHE_CHECK(floating_result, kOpCase, "op \"", op.name, "\": the output ", y.desc(),
               " is not floating, so the case can have no grad_output");
-  LATHE_CHECK(g->shape() == y.shape(), K, "grad_output ", g->desc(), " must have the shape of the output ",
+  LATHE_CHECK(g->shape() == y.shape(), kOpCase, "grad_output ", g->desc(), " must have the shape of the output ",
               shape_str(y.shape()));
-  LATHE_CHECK(g->dtype() == dtype, K, "grad_output ", g->desc(), " must have the case's dtype ", dtype_name(dtype));
+  LATHE_CHECK(g->dtype() == dtype, kOpCase, "grad_output ", g->desc(), " must have the case's dtype ", dtype_name(dtype));
   y.backward(g->to(device).to(compute));
   for (size_t k = 0; k < x.size(); ++k) {
     if (!is_floating(given[k].dtype())) continue;

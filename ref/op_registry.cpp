@@ -9,16 +9,10 @@
 
 namespace lathe::ref {
 
-namespace {
-
-constexpr const char* K = "case kind \"op\": ";
-
-}  // namespace
-
 // ---------------------------------------------------------------- arguments
 
 int64_t OpArgs::integer(const char* name) const {
-  LATHE_CHECK(given(name), K, "op \"", op_, "\" needs the argument \"", name, "\" (an integer)");
+  LATHE_CHECK(given(name), kOpCase, "op \"", op_, "\" needs the argument \"", name, "\" (an integer)");
   return integer_value(name);
 }
 
@@ -27,20 +21,20 @@ int64_t OpArgs::integer(const char* name, int64_t fallback) const {
 }
 
 double OpArgs::number(const char* name) const {
-  LATHE_CHECK(given(name), K, "op \"", op_, "\" needs the argument \"", name, "\" (a number)");
+  LATHE_CHECK(given(name), kOpCase, "op \"", op_, "\" needs the argument \"", name, "\" (a number)");
   return *optional_number(name);
 }
 
 std::optional<double> OpArgs::optional_number(const char* name) const {
   if (!given(name)) return std::nullopt;
-  LATHE_CHECK(args_[name].is_number(), K, "op \"", op_, "\": argument \"", name, "\" must be a number, got ",
+  LATHE_CHECK(args_[name].is_number(), kOpCase, "op \"", op_, "\": argument \"", name, "\" must be a number, got ",
               serialize::quote_json(args_[name]));
   return args_[name].get<double>();
 }
 
 bool OpArgs::flag(const char* name, bool fallback) const {
   if (!given(name)) return fallback;
-  LATHE_CHECK(args_[name].is_boolean(), K, "op \"", op_, "\": argument \"", name, "\" must be true or false, got ",
+  LATHE_CHECK(args_[name].is_boolean(), kOpCase, "op \"", op_, "\": argument \"", name, "\" must be true or false, got ",
               serialize::quote_json(args_[name]));
   return args_[name].get<bool>();
 }
@@ -49,11 +43,11 @@ std::vector<int64_t> OpArgs::dims(const char* name) const {
   if (!given(name)) return {};
   const nlohmann::json& v = args_[name];
   if (v.is_number_integer()) return {v.get<int64_t>()};
-  LATHE_CHECK(v.is_array() && !v.empty(), K, "op \"", op_, "\": argument \"", name,
+  LATHE_CHECK(v.is_array() && !v.empty(), kOpCase, "op \"", op_, "\": argument \"", name,
               "\" must be an integer, a non-empty list of integers or null, got ", serialize::quote_json(v));
   std::vector<int64_t> out;
   for (const auto& d : v) {
-    LATHE_CHECK(d.is_number_integer(), K, "op \"", op_, "\": argument \"", name, "\" lists ", serialize::quote_json(d),
+    LATHE_CHECK(d.is_number_integer(), kOpCase, "op \"", op_, "\": argument \"", name, "\" lists ", serialize::quote_json(d),
                 ", which is not an integer");
     out.push_back(d.get<int64_t>());
   }
@@ -68,17 +62,17 @@ std::string OpArgs::choice(const char* name, const std::vector<std::string>& all
     if (v == a) return a;
   std::string list;
   for (const std::string& a : allowed) list += (list.empty() ? "\"" : ", \"") + a + "\"";
-  LATHE_FAIL(K, "op \"", op_, "\": argument \"", name, "\" must be one of ", list, ", got ", serialize::quote_json(v));
+  LATHE_FAIL(kOpCase, "op \"", op_, "\": argument \"", name, "\" must be one of ", list, ", got ", serialize::quote_json(v));
 }
 
 int64_t OpArgs::integer_value(const char* name) const {
-  LATHE_CHECK(args_[name].is_number_integer(), K, "op \"", op_, "\": argument \"", name, "\" must be an integer, got ",
+  LATHE_CHECK(args_[name].is_number_integer(), kOpCase, "op \"", op_, "\": argument \"", name, "\" must be an integer, got ",
               serialize::quote_json(args_[name]));
   return args_[name].get<int64_t>();
 }
 
 OpArgs read_op_args(const OpEntry& op, const nlohmann::json& args) {
-  LATHE_CHECK(args.is_object(), K, "\"args\" must be an object, got ", serialize::quote_json(args));
+  LATHE_CHECK(args.is_object(), kOpCase, "\"args\" must be an object, got ", serialize::quote_json(args));
   for (const auto& [key, value] : args.items()) {
     bool known = false;
     std::string list;
@@ -86,7 +80,7 @@ OpArgs read_op_args(const OpEntry& op, const nlohmann::json& args) {
       known = known || key == a;
       list += std::string(list.empty() ? "" : ", ") + a;
     }
-    LATHE_CHECK(known, K, "op \"", op.name, "\" has no argument \"", key, "\" (",
+    LATHE_CHECK(known, kOpCase, "op \"", op.name, "\" has no argument \"", key, "\" (",
                 list.empty() ? std::string("it takes none") : "it takes " + list, ")");
   }
   return OpArgs(op.name, args);
@@ -268,7 +262,7 @@ const std::vector<OpEntry>& op_registry() {
        kTranscend},
       {"clamp", true, {"clamp"}, 1, {"min", "max"},
        [](X x, A a) {
-         LATHE_CHECK(a.given("min") || a.given("max"), K, "op \"clamp\" needs \"min\" or \"max\" (or both)");
+         LATHE_CHECK(a.given("min") || a.given("max"), kOpCase, "op \"clamp\" needs \"min\" or \"max\" (or both)");
          return clamp(x[0], a.optional_number("min"), a.optional_number("max"));
        },
        [] {
@@ -298,7 +292,7 @@ const std::vector<OpEntry>& op_registry() {
       {"max", true, {"max"}, 1, {"dim", "keepdim"},
        [](X x, A a) {
          if (a.given("dim")) return max(x[0], a.integer("dim"), a.flag("keepdim", false));
-         LATHE_CHECK(!a.given("keepdim"), K, "op \"max\": \"keepdim\" needs a \"dim\" (max over everything has none)");
+         LATHE_CHECK(!a.given("keepdim"), kOpCase, "op \"max\": \"keepdim\" needs a \"dim\" (max over everything has none)");
          return max(x[0]);
        },
        reduction({{"dim", 1}, {"keepdim", true}}, {3, 5}, {kNone, {{"dim", 1}}}), kExact},
@@ -327,7 +321,7 @@ const std::vector<OpEntry>& op_registry() {
       {"cross_entropy", true, {"cross_entropy"}, 2, {"ignore_index"},
        [](X x, A a) {
          // PyTorch puts the classes at dim 1, lathe last: the two agree for [N, C] and [C].
-         LATHE_CHECK(x[0].dim() == 1 || x[0].dim() == 2, K, "op \"cross_entropy\": logits must be [N, C] or [C], got ",
+         LATHE_CHECK(x[0].dim() == 1 || x[0].dim() == 2, kOpCase, "op \"cross_entropy\": logits must be [N, C] or [C], got ",
                      x[0].desc());
          return cross_entropy(x[0], x[1], a.integer("ignore_index", -100));
        },
@@ -361,13 +355,13 @@ const std::vector<OpEntry>& op_registry() {
       // torch.nn.functional.scaled_dot_product_attention on [B, H, T, hs]: lathe has the causal one.
       {"scaled_dot_product_attention", true, {"causal_attention"}, 3, {"is_causal", "scale"},
        [](X x, A a) {
-         LATHE_CHECK(a.flag("is_causal", false), K,
+         LATHE_CHECK(a.flag("is_causal", false), kOpCase,
                      "op \"scaled_dot_product_attention\": lathe computes the causal one; give \"is_causal\": true");
-         LATHE_CHECK(x[0].dim() == 4, K, "op \"scaled_dot_product_attention\": input.0 ", x[0].desc(),
+         LATHE_CHECK(x[0].dim() == 4, kOpCase, "op \"scaled_dot_product_attention\": input.0 ", x[0].desc(),
                      " must be [B, H, T, head_size]");
          // torch's is_causal aligns a longer k and v with q's first position, lathe's causal_attention
          // with its last (the queries after a KV cache): only equal lengths mean the same thing.
-         LATHE_CHECK(x[1].shape() == x[0].shape() && x[2].shape() == x[0].shape(), K,
+         LATHE_CHECK(x[1].shape() == x[0].shape() && x[2].shape() == x[0].shape(), kOpCase,
                      "op \"scaled_dot_product_attention\": input.1 ", x[1].desc(), " and input.2 ", x[2].desc(),
                      " must have input.0's shape ", x[0].desc());
          const double scale = a.optional_number("scale").value_or(1.0 / std::sqrt(double(x[0].size(3))));
@@ -452,7 +446,7 @@ const std::vector<OpEntry>& op_registry() {
       {"adam_update_multi", false, {"adam_update_multi"}, kOneOrMore,
        {"lr", "weight_decay", "decoupled_weight_decay", "step"},
        [](X x, A a) {
-         LATHE_CHECK(x.size() % 4 == 0, K, "op \"adam_update_multi\" takes param, grad, exp_avg, exp_avg_sq per parameter");
+         LATHE_CHECK(x.size() % 4 == 0, kOpCase, "op \"adam_update_multi\" takes param, grad, exp_avg, exp_avg_sq per parameter");
          std::vector<Tensor> p, g, m, s, steps;
          for (size_t i = 0; i < x.size(); i += 4) {
            p.push_back(x[i].detach().clone());

@@ -83,6 +83,9 @@ struct OpTolerance {
 
 constexpr int kOneOrMore = -1;  // the operand count of cat and stack
 
+// How an error about an op case begins.
+inline constexpr const char* kOpCase = "case kind \"op\": ";
+
 struct OpEntry {
   const char* name;    // PyTorch's name of the op (lathe's where PyTorch has none)
   bool in_ref_kind;    // an op of `lathe ref` kind "op", with PyTorch's name, operands and arguments

@@ -42,7 +42,7 @@ namespace lathe::ref {
 
 namespace {
 
-constexpr const char* K = "case kind \"train\": ";
+constexpr const char* kTrainCase = "case kind \"train\": ";
 
 // One group of the case's explicit "param_groups": its parameters (with their names) and its
 // option overrides.
@@ -55,7 +55,7 @@ struct NamedGroup {
 // The case's explicit "param_groups": [{"params": [parameter names], <option overrides>}, ...],
 // each parameter of the model in exactly one group, in PyTorch's way of listing groups.
 std::vector<NamedGroup> named_param_groups(const nn::Module& model, const nlohmann::json& groups) {
-  LATHE_CHECK(groups.is_array() && !groups.empty(), K,
+  LATHE_CHECK(groups.is_array() && !groups.empty(), kTrainCase,
               "\"param_groups\" must be a non-empty list of {\"params\": [parameter names], ...}");
   const auto named = model.named_parameters();
   std::map<std::string, int64_t> group_of;  // parameter name -> its group, -1 while in none
@@ -67,17 +67,17 @@ std::vector<NamedGroup> named_param_groups(const nn::Module& model, const nlohma
   std::vector<NamedGroup> out;
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const nlohmann::json& g = groups[gi];
-    LATHE_CHECK(g.is_object() && g.contains("params") && g["params"].is_array() && !g["params"].empty(), K,
+    LATHE_CHECK(g.is_object() && g.contains("params") && g["params"].is_array() && !g["params"].empty(), kTrainCase,
                 "param_groups[", gi, "] needs \"params\", a non-empty list of parameter names");
     NamedGroup ng;
     for (const auto& v : g["params"]) {
-      LATHE_CHECK(v.is_string(), K, "param_groups[", gi, "] lists ", serialize::quote_json(v),
+      LATHE_CHECK(v.is_string(), kTrainCase, "param_groups[", gi, "] lists ", serialize::quote_json(v),
                   ", which is not a parameter name");
       const std::string name = v;
       auto it = group_of.find(name);
-      LATHE_CHECK(it != group_of.end(), K, "param_groups[", gi, "] names \"", name,
+      LATHE_CHECK(it != group_of.end(), kTrainCase, "param_groups[", gi, "] names \"", name,
                   "\", which is not a parameter of the model (its parameters: ", all_names, ")");
-      LATHE_CHECK(it->second < 0, K, "parameter \"", name, "\" is in param_groups[", it->second,
+      LATHE_CHECK(it->second < 0, kTrainCase, "parameter \"", name, "\" is in param_groups[", it->second,
                   "] and again in param_groups[", gi, "]");
       it->second = int64_t(gi);
       for (const auto& [n, p] : named)
@@ -89,13 +89,13 @@ std::vector<NamedGroup> named_param_groups(const nn::Module& model, const nlohma
     out.push_back(std::move(ng));
   }
   for (const auto& [name, p] : named)
-    LATHE_CHECK(group_of.at(name) >= 0, K, "parameter \"", name, "\" is in no group of \"param_groups\"");
+    LATHE_CHECK(group_of.at(name) >= 0, kTrainCase, "parameter \"", name, "\" is in no group of \"param_groups\"");
   return out;
 }
 
 // Adds param_groups[gi] to `opt`, its implementation options checked and set aside.
 void add_case_group(optim::Optimizer& opt, const NamedGroup& g, size_t gi) {
-  const std::string where = K + ("param_groups[" + std::to_string(gi) + "]");
+  const std::string where = kTrainCase + ("param_groups[" + std::to_string(gi) + "]");
   const nlohmann::json overrides = without_implementation_options(g.overrides, opt.fused(), where);
   try {
     opt.add_param_group(g.params, overrides, g.names);
@@ -110,7 +110,7 @@ void add_case_group(optim::Optimizer& opt, const NamedGroup& g, size_t gi) {
 // ("optimizer": "muon" or "adamw"); without them the split is lathe train's.
 std::unique_ptr<optim::Optimizer> case_muon_optimizer(const nlohmann::json& doc, const nn::GPT& model,
                                                       nlohmann::json muon, bool fused) {
-  const std::string where = std::string(K) + "\"optimizer\".\"adamw\"";
+  const std::string where = std::string(kTrainCase) + "\"optimizer\".\"adamw\"";
   nlohmann::json adamw = muon.contains("adamw") ? muon["adamw"] : nlohmann::json::object();
   muon.erase("adamw");
   LATHE_CHECK(adamw.is_object(), where, " must be an object of AdamW's options, got ", serialize::quote_json(adamw));
@@ -119,7 +119,7 @@ std::unique_ptr<optim::Optimizer> case_muon_optimizer(const nlohmann::json& doc,
     try {
       return train::make_muon_adamw(model, muon, adamw, fused);
     } catch (const Error& e) {
-      LATHE_FAIL(K, e.what());
+      LATHE_FAIL(kTrainCase, e.what());
     }
   }
   std::unique_ptr<optim::Optimizer> muon_part, adamw_part;
@@ -127,13 +127,13 @@ std::unique_ptr<optim::Optimizer> case_muon_optimizer(const nlohmann::json& doc,
     muon_part = std::make_unique<optim::Muon>(muon);
     adamw_part = std::make_unique<optim::AdamW>(adamw, fused);
   } catch (const Error& e) {
-    LATHE_FAIL(K, e.what());
+    LATHE_FAIL(kTrainCase, e.what());
   }
   const std::vector<NamedGroup> groups = named_param_groups(model, doc["param_groups"]);
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     NamedGroup g = groups[gi];
     const nlohmann::json which = g.overrides.value("optimizer", nlohmann::json());
-    LATHE_CHECK(which == "muon" || which == "adamw", K, "param_groups[", gi,
+    LATHE_CHECK(which == "muon" || which == "adamw", kTrainCase, "param_groups[", gi,
                 "] needs \"optimizer\": \"muon\" or \"adamw\" (which of the pair updates it), got ",
                 g.overrides.contains("optimizer") ? serialize::quote_json(which) : "none");
     g.overrides.erase("optimizer");
@@ -150,14 +150,14 @@ std::unique_ptr<optim::Optimizer> case_muon_optimizer(const nlohmann::json& doc,
 // groups are the case's "param_groups" when it has them, else nanoGPT's (train/nanogpt_groups.h).
 std::unique_ptr<optim::Optimizer> case_optimizer(const nlohmann::json& doc, const nn::GPT& model) {
   const nlohmann::json& spec = doc["optimizer"];
-  LATHE_CHECK(spec.is_object() && spec.contains("name") && spec["name"].is_string(), K,
+  LATHE_CHECK(spec.is_object() && spec.contains("name") && spec["name"].is_string(), kTrainCase,
               "\"optimizer\" must be an object with a \"name\" (", train::optimizer_names(), ")");
   const nlohmann::json fused = spec.value("fused", nlohmann::json(false));
-  LATHE_CHECK(fused.is_boolean() || fused.is_null(), K, "\"fused\" of the optimizer must be true, false or null, got ",
+  LATHE_CHECK(fused.is_boolean() || fused.is_null(), kTrainCase, "\"fused\" of the optimizer must be true, false or null, got ",
               serialize::quote_json(fused));
   nlohmann::json options = spec;
   options.erase("name");
-  options = without_implementation_options(options, fused == true, std::string(K) + "\"optimizer\"");
+  options = without_implementation_options(options, fused == true, std::string(kTrainCase) + "\"optimizer\"");
   if (spec["name"] == "muon") return case_muon_optimizer(doc, model, options, fused == true);
   const bool explicit_groups = doc.contains("param_groups");
   std::unique_ptr<optim::Optimizer> opt;
@@ -165,7 +165,7 @@ std::unique_ptr<optim::Optimizer> case_optimizer(const nlohmann::json& doc, cons
     opt = train::make_optimizer(spec["name"].get<std::string>(), explicit_groups ? options : nlohmann::json::object(),
                          fused == true);
   } catch (const Error& e) {
-    LATHE_FAIL(K, e.what());
+    LATHE_FAIL(kTrainCase, e.what());
   }
   if (explicit_groups) {
     const std::vector<NamedGroup> groups = named_param_groups(model, doc["param_groups"]);
@@ -209,7 +209,7 @@ void load_case_state(const serialize::SafetensorsFile& c, optim::Optimizer& opt,
     const auto dot = rest.rfind('.');
     const std::string param = dot == std::string::npos ? "" : rest.substr(0, dot);
     auto it = index_of.find(param);
-    LATHE_CHECK(it != index_of.end(), K, "state tensor \"", name,
+    LATHE_CHECK(it != index_of.end(), kTrainCase, "state tensor \"", name,
                 "\" names no parameter the optimizer holds (expected optimizer_state.<parameter name>.<key>, "
                 "optimizer_state.group.<g>.<key> or optimizer_state.global.<key>)");
     sources["param." + std::to_string(it->second) + rest.substr(dot)] = optim::StateSource{t};
@@ -218,7 +218,7 @@ void load_case_state(const serialize::SafetensorsFile& c, optim::Optimizer& opt,
   try {
     opt.load_state(sources);
   } catch (const Error& e) {
-    LATHE_FAIL(K, "optimizer_state: ", e.what());
+    LATHE_FAIL(kTrainCase, "optimizer_state: ", e.what());
   }
 }
 
@@ -264,7 +264,7 @@ std::string first_missing_input(const serialize::SafetensorsFile& c, int64_t t) 
 // integer as an unsigned one (up to 2^64 - 1) or as a float (2^70), and a float is no interval.
 int64_t growth_interval(const nlohmann::json& v) {
   const bool fits = v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX));
-  LATHE_CHECK(fits && v.get<int64_t>() >= 1, K, "\"scaler\": growth_interval must be an integer from 1 to ", INT64_MAX,
+  LATHE_CHECK(fits && v.get<int64_t>() >= 1, kTrainCase, "\"scaler\": growth_interval must be an integer from 1 to ", INT64_MAX,
               ", got ", serialize::quote_json(v));
   return v.get<int64_t>();
 }
@@ -275,14 +275,14 @@ int64_t growth_interval(const nlohmann::json& v) {
 std::unique_ptr<optim::GradScaler> case_scaler(const serialize::SafetensorsFile& c, const nlohmann::json& spec,
                                                nn::Precision precision) {
   if (!nn::needs_loss_scaling(precision)) {
-    LATHE_CHECK(!spec.contains("scaler"), K, "\"scaler\" is for \"precision\": \"fp16\" only");
+    LATHE_CHECK(!spec.contains("scaler"), kTrainCase, "\"scaler\" is for \"precision\": \"fp16\" only");
     for (const auto& [name, t] : c.tensors)
-      LATHE_CHECK(name.rfind(kScalerPrefix, 0) != 0, K, "tensor \"", name,
+      LATHE_CHECK(name.rfind(kScalerPrefix, 0) != 0, kTrainCase, "tensor \"", name,
                   "\" is loss-scaler state, which only an fp16 case has");
     return nullptr;
   }
   const nlohmann::json s = spec.value("scaler", nlohmann::json::object());
-  LATHE_CHECK(s.is_object(), K, "\"scaler\" must be an object of GradScaler options, got ", serialize::quote_json(s));
+  LATHE_CHECK(s.is_object(), kTrainCase, "\"scaler\" must be an object of GradScaler options, got ", serialize::quote_json(s));
   optim::GradScalerOptions o;
   for (const auto& [key, v] : s.items()) {
     const bool number = v.is_number() && !v.is_boolean();
@@ -291,7 +291,7 @@ std::unique_ptr<optim::GradScaler> case_scaler(const serialize::SafetensorsFile&
     else if (key == "backoff_factor" && number) o.backoff_factor = v.get<double>();
     else if (key == "growth_interval" && v.is_number()) o.growth_interval = growth_interval(v);
     else
-      LATHE_FAIL(K, "\"scaler\": unknown option or wrong type \"", key, "\" = ", serialize::quote_json(v),
+      LATHE_FAIL(kTrainCase, "\"scaler\": unknown option or wrong type \"", key, "\" = ", serialize::quote_json(v),
                  " (options: init_scale, growth_factor, backoff_factor, growth_interval)");
   }
   std::unique_ptr<optim::GradScaler> scaler;
@@ -302,7 +302,7 @@ std::unique_ptr<optim::GradScaler> case_scaler(const serialize::SafetensorsFile&
       if (name.rfind(kScalerPrefix, 0) == 0) sources[name] = optim::StateSource{t};
     if (!sources.empty()) scaler->load_state(sources);
   } catch (const Error& e) {
-    LATHE_FAIL(K, e.what());
+    LATHE_FAIL(kTrainCase, e.what());
   }
   return scaler;
 }
@@ -310,17 +310,17 @@ std::unique_ptr<optim::GradScaler> case_scaler(const serialize::SafetensorsFile&
 }  // namespace
 
 RefOutput run_train_case(const serialize::SafetensorsFile& c, const nlohmann::json& spec, Device device) {
-  LATHE_CHECK(spec.contains("steps") && spec["steps"].is_number_integer() && spec["steps"].get<int64_t>() >= 1, K,
+  LATHE_CHECK(spec.contains("steps") && spec["steps"].is_number_integer() && spec["steps"].get<int64_t>() >= 1, kTrainCase,
               "the case document needs \"steps\" (an integer >= 1)");
-  LATHE_CHECK(spec.contains("optimizer"), K, "the case document has no \"optimizer\"");
+  LATHE_CHECK(spec.contains("optimizer"), kTrainCase, "the case document has no \"optimizer\"");
   const int64_t steps = spec["steps"].get<int64_t>();
   // Every step reads its own inputs, so the case's tensors bound the steps: refused at once, not
   // after a loop over a count the document made up.
   const int64_t provided = steps_provided(c);
-  LATHE_CHECK(steps <= provided, K, "\"steps\" is ", steps, " but the case holds inputs for ", provided,
+  LATHE_CHECK(steps <= provided, kTrainCase, "\"steps\" is ", steps, " but the case holds inputs for ", provided,
               " step", provided == 1 ? "" : "s", " (\"", first_missing_input(c, provided), "\" is missing)");
   const double grad_clip = spec.value("grad_clip", 0.0);
-  LATHE_CHECK(grad_clip >= 0, K, "invalid grad_clip = ", grad_clip, " (must be >= 0; 0 = no clipping)");
+  LATHE_CHECK(grad_clip >= 0, kTrainCase, "invalid grad_clip = ", grad_clip, " (must be >= 0; 0 = no clipping)");
   auto model_ptr = case_gpt(c, spec, device, "train", [steps](const std::string& n) { return is_step_input(n, steps); },
                             "idx.<t> / targets.<t> for t < " + std::to_string(steps) + " / optimizer_state.*");
   nn::GPT& model = *model_ptr;
@@ -333,14 +333,14 @@ RefOutput run_train_case(const serialize::SafetensorsFile& c, const nlohmann::js
   for (int64_t s = 0; s < steps; ++s) {
     idx.push_back(case_tokens(c, "idx." + std::to_string(s), model, device, "train"));
     targets.push_back(case_tokens(c, "targets." + std::to_string(s), model, device, "train", /*targets=*/true));
-    LATHE_CHECK(targets.back().shape() == idx.back().shape(), K, "targets.", s, " ",
+    LATHE_CHECK(targets.back().shape() == idx.back().shape(), kTrainCase, "targets.", s, " ",
                 shape_str(targets.back().shape()), " must have the shape of idx.", s, " ", shape_str(idx.back().shape()));
   }
 
   auto opt = case_optimizer(spec, model);
   load_case_state(c, *opt, model);
   const nlohmann::json return_state = spec.value("return_state", nlohmann::json(false));
-  LATHE_CHECK(return_state.is_boolean(), K, "\"return_state\" must be true or false, got ",
+  LATHE_CHECK(return_state.is_boolean(), kTrainCase, "\"return_state\" must be true or false, got ",
               serialize::quote_json(return_state));
   std::vector<float> losses;
   std::vector<int32_t> skipped;

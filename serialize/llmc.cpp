@@ -13,6 +13,7 @@
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "serialize/atomic_file.h"
+#include "serialize/file_reading.h"
 
 static_assert(std::endian::native == std::endian::little, "llm.c's files are little-endian; lathe copies their bytes");
 
@@ -71,26 +72,6 @@ std::string magic_hint(int32_t magic) {
   }
 }
 
-struct FileHandle {
-  int fd = -1;
-  ~FileHandle() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
-void read_at(int fd, void* dst, size_t n, uint64_t offset, const std::string& path) {
-  char* p = static_cast<char*>(dst);
-  while (n > 0) {
-    const ssize_t got = ::pread(fd, p, n, off_t(offset));
-    if (got < 0 && errno == EINTR) continue;
-    LATHE_CHECK(got >= 0, path, ": read failed at byte ", offset, ": ", std::strerror(errno));
-    LATHE_CHECK(got > 0, path, ": file ended at byte ", offset, " while reading (was it truncated while open?)");
-    p += got;
-    n -= size_t(got);
-    offset += uint64_t(got);
-  }
-}
-
 }  // namespace
 
 int64_t llmc_padded_vocab(int64_t vocab_size) { return (vocab_size + 127) / 128 * 128; }
@@ -107,7 +88,7 @@ GPT2Weights read_llmc(const std::string& path) {
   LATHE_CHECK(size >= uint64_t(kLlmcHeaderBytes), path, ": ", size, " bytes, shorter than llm.c's ",
               kLlmcHeaderBytes, "-byte header");
   int32_t h[256];
-  read_at(f.fd, h, sizeof h, 0, path);
+  read_exactly(f.fd, h, sizeof h, 0, path);
   LATHE_CHECK(h[0] == kLlmcModelMagic, path, ": byte 0, magic: ", h[0], ", expected ", kLlmcModelMagic,
               " (llm.c's GPT-2 model file)", magic_hint(h[0]));
   LATHE_CHECK(h[1] == kLlmcVersionF32 || h[1] == kLlmcVersionBF16, path, ": byte 4, version: ", h[1], ", expected ",
@@ -155,7 +136,7 @@ GPT2Weights read_llmc(const std::string& path) {
   for (size_t i = 0; i < layout.size(); ++i) {
     const LlmcTensor& t = layout[i];
     Tensor raw = Tensor::empty(t.shape, stored);
-    read_at(f.fd, raw.data_ptr(), raw.nbytes(), begin[i], path);
+    read_exactly(f.fd, raw.data_ptr(), raw.nbytes(), begin[i], path);
     Tensor w = raw.to(DType::f32);  // bf16 widens exactly
     if (!t.per_layer) {
       by_name[t.lathe_name] = t.lathe_name == "transformer.wte.weight" ? w.narrow(0, 0, V).contiguous() : w;

@@ -25,6 +25,7 @@
 
 #include "core/autograd.h"
 #include "serialize/atomic_file.h"
+#include "serialize/file_reading.h"
 
 static_assert(std::endian::native == std::endian::little,
               "safetensors stores little-endian bytes; lathe copies them as they are");
@@ -221,27 +222,6 @@ void check_mask_bytes(const Entry& e, const uint8_t* bytes, const std::string& f
 }
 
 std::string sys_error() { return std::strerror(errno); }
-
-// Reads exactly n bytes at `offset`; the error names the file.
-void read_exactly(int fd, void* dst, size_t n, uint64_t offset, const std::string& file) {
-  char* p = static_cast<char*>(dst);
-  while (n > 0) {
-    ssize_t got = ::pread(fd, p, n, off_t(offset));
-    if (got < 0 && errno == EINTR) continue;
-    LATHE_CHECK(got >= 0, file, ": read failed at byte ", offset, ": ", sys_error());
-    LATHE_CHECK(got > 0, file, ": file ended at byte ", offset, " while reading (was it truncated while open?)");
-    p += got;
-    n -= size_t(got);
-    offset += uint64_t(got);
-  }
-}
-
-struct FileHandle {
-  int fd = -1;
-  ~FileHandle() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 }  // namespace
 

@@ -65,7 +65,7 @@ class NcclCollectives final : public DeviceCollectives {
   ncclComm_t comm_ = nullptr;
 };
 
-[[maybe_unused]] const bool g_registered = [] {
+[[maybe_unused]] const bool g_nccl_registered = [] {
   register_device_collectives(DeviceType::cuda, [](const DeviceCollectivesSetup& setup) {
     return std::unique_ptr<DeviceCollectives>(new NcclCollectives(setup));
   });
