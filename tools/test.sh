@@ -16,8 +16,18 @@ start=$SECONDS
 # Each stage says when it starts, counted from the start, so that a slow run shows where it went.
 stage() { echo "== $1 (at $((SECONDS - start)) s)"; }
 
+# Both builds here are unity builds (CMake's CMAKE_UNITY_BUILD): each target's files compile in
+# batches of eight, so the standard library, Eigen and JSON headers that nearly every file includes
+# are parsed, and their inline code compiled, once per batch instead of once per file. Half the
+# compile time or less (docs/benchmarks.md, "CI"), on every clean CI clone. The default build, which
+# tools/main.sh and a developer's edits use, compiles each file alone, and so do the fuzzer's build
+# here (core, nn, optim, serialize) and the test suites (tests/CMakeLists.txt). A name that two files
+# of one target both keep to themselves (an anonymous namespace's) fails the unity build, so such
+# names stay distinct.
+unity=-DCMAKE_UNITY_BUILD=ON
+
 stage "release build"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "$unity" >/dev/null
 cmake --build build -j "$jobs"
 stage "release tests"
 (cd build && ctest --output-on-failure -j "$jobs")
@@ -33,7 +43,14 @@ asan_flags="-O1"
 if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then asan_flags="-O1 -mavx2 -mfma"; fi
 # Line tables (-g1) are all the sanitizers' reports need (file and line in each frame); full debug
 # information made each object 2.5x larger and took 30% more compile time.
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DLATHE_CUDA=OFF -DLATHE_NATIVE=OFF \
+# No redzones around globals (asan-globals=0): GCC's ASan pads and registers every global, UBSan's
+# own per-check records included, which made 62 MB of the sanitized lathe's data (nn/gpt.cpp's
+# object: 1,009 KB of data with them, 234 KB without), paid at each of the ~1,600 process starts
+# (registration, page faults) and exits (the leak check scans it). Every UBSan check stays, `bounds`
+# among them (an index past a fixed-size array, globals included); heap and stack keep their
+# redzones; the fuzzer's clang build keeps redzones around the reader's globals.
+asan_flags="$asan_flags --param=asan-globals=0"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DLATHE_CUDA=OFF -DLATHE_NATIVE=OFF "$unity" \
   -DLATHE_SANITIZE=address,undefined -DCMAKE_CXX_FLAGS="$asan_flags" -DCMAKE_CXX_FLAGS_DEBUG=-g1 >/dev/null
 cmake --build build-asan -j "$jobs" --target lathe_tests
 stage "sanitizer tests"
