@@ -9,7 +9,7 @@
 namespace lathe {
 
 namespace {
-std::array<Backend*, 3>& registry() {
+std::array<Backend*, 3>& backends() {
   static CpuBackend cpu(DeviceType::cpu);
   static CpuBackend sim(DeviceType::sim);
   static std::array<Backend*, 3> r{&cpu, &sim, nullptr};
@@ -24,12 +24,12 @@ std::atomic<bool> g_allow_tf32{false};
 void set_allow_tf32(bool on) { g_allow_tf32.store(on, std::memory_order_relaxed); }
 bool allow_tf32() { return g_allow_tf32.load(std::memory_order_relaxed); }
 
-void register_backend(DeviceType type, Backend* backend) { registry()[size_t(type)] = backend; }
+void register_backend(DeviceType type, Backend* backend) { backends()[size_t(type)] = backend; }
 
-bool backend_available(DeviceType type) { return registry()[size_t(type)] != nullptr; }
+bool backend_available(DeviceType type) { return backends()[size_t(type)] != nullptr; }
 
 Backend& backend_for(Device d) {
-  Backend* b = registry()[size_t(d.type)];
+  Backend* b = backends()[size_t(d.type)];
   if (b == nullptr) {
     LATHE_FAIL("device ", d, " is not available: this build of lathe has no CUDA backend ",
                "(configure with -DLATHE_CUDA=ON on a machine with the CUDA toolkit)");

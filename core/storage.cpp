@@ -90,7 +90,7 @@ Storage::~Storage() { allocator_for(device_).deallocate(data_, nbytes_); }
 // ---- transfer counters ----
 namespace {
 std::atomic<uint64_t> g_h2d{0}, g_d2h{0}, g_d2d{0}, g_syncs{0}, g_bytes{0};
-}
+}  // namespace
 
 TransferStats transfer_stats() {
   return {g_h2d.load(), g_d2h.load(), g_d2d.load(), g_syncs.load(), g_bytes.load()};

@@ -221,8 +221,6 @@ void check_mask_bytes(const Entry& e, const uint8_t* bytes, const std::string& f
   }
 }
 
-std::string sys_error() { return std::strerror(errno); }
-
 }  // namespace
 
 // ---------------------------------------------------------------- dtypes
@@ -303,9 +301,9 @@ SafetensorsFile read_safetensors(const std::string& path, const TensorSink& sink
   FileHandle f;
   // O_NONBLOCK so that a FIFO given by mistake is refused below instead of blocking the open.
   f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  LATHE_CHECK(f.fd >= 0, path, ": cannot open: ", sys_error());
+  LATHE_CHECK(f.fd >= 0, path, ": cannot open: ", std::strerror(errno));
   struct stat st {};
-  LATHE_CHECK(::fstat(f.fd, &st) == 0, path, ": cannot stat: ", sys_error());
+  LATHE_CHECK(::fstat(f.fd, &st) == 0, path, ": cannot stat: ", std::strerror(errno));
   LATHE_CHECK(S_ISREG(st.st_mode), path, ": not a regular file");
   uint64_t size = uint64_t(st.st_size);
   LATHE_CHECK(size >= 8, path, ": file is ", size, " bytes, too short for the 8-byte header length");

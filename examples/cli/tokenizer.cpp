@@ -126,7 +126,7 @@ void run_decode(const RunOptions& o) {
 }
 
 // Encode throughput on one thread and on all, best of `repeats` runs each.
-void run_bench(const RunOptions& o) {
+void run_tokenizer_bench(const RunOptions& o) {
   if (o.repeats < 1) throw UsageError("--repeats must be >= 1, got " + std::to_string(o.repeats));
   if (o.threads < 0) throw UsageError("--threads must be >= 0 (0: all processors), got " + std::to_string(o.threads));
   const data::BpeTokenizer tok = data::load_tokenizer(o.tokenizer);
@@ -204,7 +204,7 @@ void add_tokenizer_command(CLI::App& app) {
   bench->add_option("--repeats", b->repeats, "runs of each; the fastest counts")->capture_default_str();
   bench->add_option("--threads", b->threads, "threads of the parallel run (0: all processors)")->capture_default_str();
   bench->add_option("file", b->file, "the text to encode")->required();
-  bench->callback([b] { run_bench(*b); });
+  bench->callback([b] { run_tokenizer_bench(*b); });
 }
 
 void add_tokenize_command(CLI::App& app) {

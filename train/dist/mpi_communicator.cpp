@@ -50,7 +50,7 @@ const char* kind_name(Kind k) {
   return "collective";
 }
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double elapsed_seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 void sleep_seconds(double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); }
 
@@ -112,7 +112,7 @@ class CollectiveWatch {
       int done = 0;
       check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), kind, rank());
       if (done) return;
-      const double waited = seconds_since(start);
+      const double waited = elapsed_seconds(start);
       if (waited < kSpinSeconds) continue;
       answer_questions(w);
       if (waited >= comm_.timeout()) time_out(w, waited);
@@ -166,7 +166,7 @@ class CollectiveWatch {
       MPI_Isend(&question, 1, MPI_INT64_T, r, kQuestionTag, questions_, &questions[size_t(r)]);
     }
     const auto asked = Clock::now();
-    for (int left = n - 1; left > 0 && seconds_since(asked) < kListenSeconds;) {
+    for (int left = n - 1; left > 0 && elapsed_seconds(asked) < kListenSeconds;) {
       answer_questions(w);  // another rank that timed out asks this one at the same time
       for (MPI_Request& r : replies) {
         int done = 0;
@@ -183,7 +183,7 @@ class CollectiveWatch {
       // A lower rank is waiting too and prints for the job: keep answering it until it ends the
       // job, and end it from here only if it never does.
       const auto t0 = Clock::now();
-      while (seconds_since(t0) < comm_.timeout() + kListenSeconds + 5) {
+      while (elapsed_seconds(t0) < comm_.timeout() + kListenSeconds + 5) {
         answer_questions(w);
         sleep_seconds(kLongSleepSeconds);
       }
