@@ -22,8 +22,8 @@ stage() { echo "== $1 (at $((SECONDS - start)) s)"; }
 # compile time or less (docs/benchmarks.md, "CI"), on every clean CI clone. The default build, which
 # tools/main.sh and a developer's edits use, compiles each file alone, and so do the fuzzer's build
 # here (core, nn, optim, serialize) and the test suites (tests/CMakeLists.txt). A name that two files
-# of one target both keep to themselves (an anonymous namespace's) fails the unity build, so such
-# names stay distinct.
+# of one target both keep to themselves (an anonymous namespace's) could collide in a batch, or worse,
+# overload each other; tools/check_unity_names.py (a ctest test) keeps such names distinct.
 unity=-DCMAKE_UNITY_BUILD=ON
 
 stage "release build"
