@@ -90,11 +90,27 @@ void AtomicFile::discard() noexcept {
   fd_ = -1;
   if (!temp_path_.empty()) ::unlink(temp_path_.c_str());
   temp_path_.clear();
+  buffer_.clear();
 }
 
 void AtomicFile::write(const void* data, size_t nbytes) {
   LATHE_CHECK(fd_ >= 0 && !committed_, path_, ": write after the file was committed or discarded");
   const char* p = static_cast<const char*>(data);
+  if (buffer_.size() + nbytes <= kBufferBytes) {
+    buffer_.append(p, nbytes);
+    return;
+  }
+  flush();
+  if (nbytes >= kBufferBytes) write_through(p, nbytes);
+  else buffer_.assign(p, nbytes);
+}
+
+void AtomicFile::flush() {
+  write_through(buffer_.data(), buffer_.size());
+  buffer_.clear();
+}
+
+void AtomicFile::write_through(const char* p, size_t nbytes) {
   while (nbytes > 0) {
     ssize_t n = ::write(fd_, p, nbytes);
     if (n < 0 && errno == EINTR) continue;
@@ -112,6 +128,7 @@ void AtomicFile::write(const void* data, size_t nbytes) {
 
 void AtomicFile::commit() {
   LATHE_CHECK(fd_ >= 0 && !committed_, path_, ": commit of a file already committed or discarded");
+  flush();
   auto fail = [&](const char* step) {
     std::string why = sys_error();
     discard();

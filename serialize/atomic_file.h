@@ -24,6 +24,8 @@ class AtomicFile {
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
 
+  // Buffered: small writes are gathered into one system call per kBufferBytes (a file of many
+  // small tensors is not a write each); the buffer reaches the file by commit() at the latest.
   void write(const void* data, size_t nbytes);
   // fsync, close, rename over the target, fsync the directory. Call once, after the last write.
   void commit();
@@ -33,11 +35,16 @@ class AtomicFile {
 
  private:
   void discard() noexcept;  // closes and removes the temporary
+  void write_through(const char* p, size_t nbytes);  // one loop of write(2)
+  void flush();
+
+  static constexpr size_t kBufferBytes = size_t(1) << 20;
   std::string path_;
   std::string dir_;
   std::string temp_path_;
   int fd_ = -1;
-  size_t written_ = 0;
+  size_t written_ = 0;  // bytes that reached the file
+  std::string buffer_;  // bytes written but not yet passed to the file
   bool committed_ = false;
 };
 

@@ -20,12 +20,12 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
-#include <nlohmann/json.hpp>
 #include <set>
 
 #include "core/autograd.h"
 #include "serialize/atomic_file.h"
 #include "serialize/file_reading.h"
+#include "serialize/safetensors_header.h"
 
 static_assert(std::endian::native == std::endian::little,
               "safetensors stores little-endian bytes; lathe copies them as they are");
@@ -33,28 +33,6 @@ static_assert(std::endian::native == std::endian::little,
 namespace lathe::serialize {
 
 namespace {
-
-using json = nlohmann::json;
-
-// The reference implementation's limit on the JSON header.
-constexpr uint64_t kMaxHeaderBytes = 100'000'000;
-// A header never nests deeper than root -> entry -> shape; a little slack, then refuse early.
-constexpr int kMaxJsonDepth = 16;
-
-// One tensor as the header describes it, already checked on its own.
-struct Entry {
-  std::string name;
-  DType dtype;
-  bool stored_as_u8 = false;  // a U8 tensor read as b8 (see the file comment)
-  Shape shape;
-  uint64_t begin = 0, end = 0;  // in the byte buffer
-};
-
-struct Header {
-  std::vector<Entry> entries;  // sorted by offset
-  Metadata metadata;
-};
-
 
 // The reference writer's dtype order (its Dtype enum); larger sorts first.
 int writer_rank(DType t) {
@@ -74,149 +52,23 @@ int writer_rank(DType t) {
 uint64_t header_length(const uint8_t* prefix, uint64_t file_size, const std::string& file) {
   uint64_t n = 0;
   std::memcpy(&n, prefix, 8);
-  LATHE_CHECK(n <= kMaxHeaderBytes, file, ": header length ", n, " exceeds the limit of ",
-              kMaxHeaderBytes, " bytes (damaged file, or not a safetensors file)");
+  LATHE_CHECK(n <= kMaxSafetensorsHeaderBytes, file, ": header length ", n, " exceeds the limit of ",
+              kMaxSafetensorsHeaderBytes, " bytes (damaged file, or not a safetensors file)");
   LATHE_CHECK(n <= file_size - 8, file, ": header length ", n, " runs past the end of the file (",
               file_size, " bytes); the file is truncated or not a safetensors file");
   return n;
 }
 
-// Parses the JSON, rejecting duplicate keys (which nlohmann would silently collapse) and absurd
-// nesting before it costs memory.
-json parse_json(const char* text, size_t n, const std::string& file) {
-  std::vector<std::set<std::string>> open_objects;
-  auto callback = [&](int depth, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start:
-        LATHE_CHECK(depth < kMaxJsonDepth, file, ": header nests JSON deeper than a safetensors header can");
-        open_objects.emplace_back();
-        break;
-      case json::parse_event_t::array_start:
-        LATHE_CHECK(depth < kMaxJsonDepth, file, ": header nests JSON deeper than a safetensors header can");
-        break;
-      case json::parse_event_t::object_end:
-        if (!open_objects.empty()) open_objects.pop_back();
-        break;
-      case json::parse_event_t::key: {
-        const std::string& key = parsed.get_ref<const std::string&>();
-        bool fresh = open_objects.empty() || open_objects.back().insert(key).second;
-        // Depth 1 is the root object: its keys are tensor names (and __metadata__).
-        LATHE_CHECK(fresh, file, ": header names '", key, "' twice",
-                    depth <= 1 ? " (duplicate tensor name)" : " inside one JSON object");
-        break;
-      }
-      default:
-        break;
-    }
-    return true;
-  };
-  try {
-    return json::parse(text, text + n, callback);
-  } catch (const json::exception& e) {
-    LATHE_FAIL(file, ": header is not valid JSON: ", e.what());
-  }
-}
-
-// A JSON value that must be an unsigned integer; `what` names it for the message.
-uint64_t unsigned_value(const json& v, const std::string& file, const std::string& what) {
-  LATHE_CHECK(v.is_number_unsigned(), file, ": ", what, " must be a non-negative integer, got ", v.dump());
-  return v.get<uint64_t>();
-}
-
-Entry parse_entry(const std::string& name, const json& info, const std::string& file) {
-  const std::string where = file + ": tensor '" + name + "'";
-  LATHE_CHECK(info.is_object(), where, ": entry must be an object with dtype, shape and data_offsets, got ",
-              info.type_name());
-  for (const char* field : {"dtype", "shape", "data_offsets"})
-    LATHE_CHECK(info.contains(field), where, ": entry has no \"", field, "\"");
-  Entry e;
-  e.name = name;
-
-  const json& dtype = info["dtype"];
-  LATHE_CHECK(dtype.is_string(), where, ": dtype must be a string, got ", dtype.dump());
-  const std::string& dtype_str = dtype.get_ref<const std::string&>();
-  e.dtype = dtype_from_safetensors(dtype_str, where);
-  e.stored_as_u8 = dtype_str == "U8";
-
-  const json& shape = info["shape"];
-  LATHE_CHECK(shape.is_array(), where, ": shape must be an array of non-negative integers, got ", shape.dump());
-  // numel (ignoring zero dims) must fit in int64 so that strides and sizes never overflow.
-  uint64_t nonzero_product = 1, numel = 1;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    uint64_t d = unsigned_value(shape[i], file, "tensor '" + name + "': shape[" + std::to_string(i) + "]");
-    bool overflow = d > uint64_t(std::numeric_limits<int64_t>::max()) ||
-                    (d != 0 && __builtin_mul_overflow(nonzero_product, d, &nonzero_product)) ||
-                    nonzero_product > uint64_t(std::numeric_limits<int64_t>::max());
-    LATHE_CHECK(!overflow, where, ": shape ", shape.dump(), " has more elements than fit in 64 bits");
-    numel *= d;  // <= nonzero_product, cannot overflow
-    e.shape.push_back(int64_t(d));
-  }
-  uint64_t nbytes = 0;
-  LATHE_CHECK(!__builtin_mul_overflow(numel, uint64_t(dtype_size(e.dtype)), &nbytes), where, ": shape ",
-              shape.dump(), " of ", dtype_str, " has more bytes than fit in 64 bits");
-
-  const json& offsets = info["data_offsets"];
-  LATHE_CHECK(offsets.is_array() && offsets.size() == 2, where,
-              ": data_offsets must be [begin, end], got ", offsets.dump());
-  e.begin = unsigned_value(offsets[0], file, "tensor '" + name + "': data_offsets[0]");
-  e.end = unsigned_value(offsets[1], file, "tensor '" + name + "': data_offsets[1]");
-  LATHE_CHECK(e.begin <= e.end, where, ": data_offsets [", e.begin, ", ", e.end, "] end before they begin");
-  LATHE_CHECK(e.end - e.begin == nbytes, where, ": ", dtype_str, " ", shape.dump(), " needs ", nbytes,
-              " bytes but data_offsets [", e.begin, ", ", e.end, "] hold ", e.end - e.begin);
-  return e;
-}
-
-// Parses and checks the header against a byte buffer of `buffer_size` bytes: every entry valid,
-// and the tensors covering the buffer exactly, in order, with no overlap and no hole.
-Header parse_header(const char* text, size_t n, uint64_t buffer_size, const std::string& file) {
-  json root = parse_json(text, n, file);
-  LATHE_CHECK(root.is_object(), file, ": header must be a JSON object, got ", root.type_name());
-  Header h;
-  for (const auto& [key, value] : root.items()) {
-    if (key == "__metadata__") {
-      if (value.is_null()) continue;  // the reference reads null as "no metadata"
-      LATHE_CHECK(value.is_object(), file, ": __metadata__ must be an object of strings, got ", value.type_name());
-      for (const auto& [mk, mv] : value.items()) {
-        LATHE_CHECK(mv.is_string(), file, ": __metadata__ value of '", mk, "' must be a string, got ",
-                    mv.type_name(), " (safetensors metadata maps strings to strings)");
-        h.metadata[mk] = mv.get<std::string>();
-      }
-      continue;
-    }
-    h.entries.push_back(parse_entry(key, value, file));
-  }
-  std::sort(h.entries.begin(), h.entries.end(), [](const Entry& a, const Entry& b) {
-    return std::tie(a.begin, a.end, a.name) < std::tie(b.begin, b.end, b.name);
-  });
-  uint64_t covered = 0;  // end of the previous tensor
-  const Entry* previous = nullptr;
-  for (const Entry& e : h.entries) {
-    LATHE_CHECK(e.end <= buffer_size, file, ": tensor '", e.name, "': data_offsets [", e.begin, ", ", e.end,
-                "] run past the end of the data buffer (", buffer_size, " bytes); the file is truncated");
-    LATHE_CHECK(e.begin >= covered, file, ": tensor '", e.name, "' (bytes ", e.begin, "..", e.end,
-                ") overlaps tensor '", previous ? previous->name : "", "' (bytes ", previous ? previous->begin : 0,
-                "..", covered, ")");
-    LATHE_CHECK(e.begin == covered, file, ": hole of ", e.begin - covered, " bytes before tensor '", e.name,
-                "' (bytes ", covered, "..", e.begin, " belong to no tensor)");
-    covered = e.end;
-    previous = &e;
-  }
-  LATHE_CHECK(covered == buffer_size, file, ": the last ", buffer_size - covered,
-              " bytes of the data buffer belong to no tensor (the tensors cover ", covered, " of ",
-              buffer_size, " bytes)");
-  return h;
-}
-
 // BOOL and U8 bytes must be 0 or 1 to be valid lathe b8 values.
-void check_mask_bytes(const Entry& e, const uint8_t* bytes, const std::string& file) {
+void check_mask_bytes(const Header& h, const HeaderEntry& e, const uint8_t* bytes, const std::string& file) {
   if (e.dtype != DType::b8) return;
   size_t n = size_t(e.end - e.begin);
   for (size_t i = 0; i < n; ++i) {
     if (bytes[i] <= 1) continue;
     if (e.stored_as_u8)
-      LATHE_FAIL(file, ": tensor '", e.name, "': U8 element ", i, " is ", int(bytes[i]),
+      LATHE_FAIL(file, ": tensor '", h.name(e), "': U8 element ", i, " is ", int(bytes[i]),
                  "; lathe has no u8 dtype and reads U8 only as a 0/1 mask (b8)");
-    LATHE_FAIL(file, ": tensor '", e.name, "': BOOL element ", i, " is the byte ", int(bytes[i]),
+    LATHE_FAIL(file, ": tensor '", h.name(e), "': BOOL element ", i, " is the byte ", int(bytes[i]),
                ", not 0 or 1");
   }
 }
@@ -259,6 +111,17 @@ DType dtype_from_safetensors(const std::string& name, const std::string& where) 
 // ---------------------------------------------------------------- lookup
 
 const Tensor* SafetensorsFile::find(const std::string& name) const {
+  if (indexed_at_ != tensors.data() || indexed_size_ != tensors.size()) {
+    index_.clear();
+    index_.reserve(tensors.size());
+    for (size_t i = 0; i < tensors.size(); ++i) index_.emplace(tensors[i].first, i);  // the first of a repeated name
+    indexed_at_ = tensors.data();
+    indexed_size_ = tensors.size();
+  }
+  // The index answers a hit, checked; a miss is confirmed by a scan, so that a name changed in place
+  // since the index was built is still found. (Loaders look up names that are there.)
+  if (const auto it = index_.find(name); it != index_.end() && tensors[it->second].first == name)
+    return &tensors[it->second].second;
   for (const auto& [n, t] : tensors)
     if (n == name) return &t;
   return nullptr;
@@ -279,14 +142,15 @@ const Tensor& SafetensorsFile::at(const std::string& name) const {
 SafetensorsFile parse_safetensors(const uint8_t* data, size_t size, const std::string& name, Device device) {
   LATHE_CHECK(size >= 8, name, ": file is ", size, " bytes, too short for the 8-byte header length");
   uint64_t n = header_length(data, size, name);
-  Header h = parse_header(reinterpret_cast<const char*>(data + 8), size_t(n), size - 8 - n, name);
+  Header h = parse_safetensors_header(reinterpret_cast<const char*>(data + 8), size_t(n), size - 8 - n, name);
   const uint8_t* buffer = data + 8 + n;
   SafetensorsFile out;
+  out.tensors.reserve(h.entries.size());
   out.path = name;
   out.metadata = std::move(h.metadata);
-  for (const Entry& e : h.entries) {
-    check_mask_bytes(e, buffer + e.begin, name);
-    out.tensors.emplace_back(e.name, Tensor::from_bytes(buffer + e.begin, e.shape, e.dtype, device));
+  for (const HeaderEntry& e : h.entries) {
+    check_mask_bytes(h, e, buffer + e.begin, name);
+    out.tensors.emplace_back(h.name(e), Tensor::from_bytes(buffer + e.begin, h.shape(e), e.dtype, device));
   }
   return out;
 }
@@ -313,18 +177,38 @@ SafetensorsFile read_safetensors(const std::string& path, const TensorSink& sink
   uint64_t n = header_length(prefix, size, path);  // bounds the header allocation by the real file
   std::string text(size_t(n), '\0');
   read_exactly(f.fd, text.data(), text.size(), 8, path);
-  Header h = parse_header(text.data(), text.size(), size - 8 - n, path);
+  Header h = parse_safetensors_header(text.data(), text.size(), size - 8 - n, path);
 
   SafetensorsFile out;
+  out.tensors.reserve(h.entries.size());
   out.path = path;
   out.metadata = std::move(h.metadata);
   if (sink.on_metadata) sink.on_metadata(out.metadata);
   // Each tensor is read straight into its own host storage, then placed: no copy of the whole file.
-  for (const Entry& e : h.entries) {
-    Tensor host = Tensor::empty(e.shape, e.dtype, Device::cpu());
-    read_exactly(f.fd, host.data_ptr(), host.nbytes(), 8 + n + e.begin, path);
-    check_mask_bytes(e, static_cast<const uint8_t*>(host.data_ptr()), path);
-    out.tensors.emplace_back(e.name, sink.place ? sink.place(e.name, host) : host);
+  // Small ones come through a staging chunk, one read for many of them instead of a system call
+  // each (a file of a million scalars would otherwise take a million reads).
+  constexpr uint64_t kChunkBytes = uint64_t(4) << 20;
+  std::vector<uint8_t> chunk;
+  uint64_t chunk_begin = 0, chunk_end = 0;  // in the data buffer
+  const uint64_t data_bytes = size - 8 - n;
+  for (const HeaderEntry& e : h.entries) {
+    Tensor host = Tensor::empty(h.shape(e), e.dtype, Device::cpu());
+    const uint64_t nbytes = e.end - e.begin;
+    if (nbytes >= kChunkBytes / 4) {
+      read_exactly(f.fd, host.data_ptr(), nbytes, 8 + n + e.begin, path);
+    } else if (nbytes > 0) {
+      if (e.begin < chunk_begin || e.end > chunk_end) {
+        chunk_begin = e.begin;
+        chunk_end = std::min(data_bytes, e.begin + kChunkBytes);
+        chunk.resize(size_t(chunk_end - chunk_begin));
+        read_exactly(f.fd, chunk.data(), chunk.size(), 8 + n + chunk_begin, path);
+      }
+      std::memcpy(host.data_ptr(), chunk.data() + (e.begin - chunk_begin), size_t(nbytes));
+    }
+    check_mask_bytes(h, e, static_cast<const uint8_t*>(host.data_ptr()), path);
+    std::string name(h.name(e));
+    Tensor placed = sink.place ? sink.place(name, host) : host;
+    out.tensors.emplace_back(std::move(name), std::move(placed));
   }
   return out;
 }
@@ -347,23 +231,16 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
     return ra != rb ? ra > rb : tensors[a].first < tensors[b].first;
   });
 
-  nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::vector<HeaderTensor> header;
+  header.reserve(order.size());
   uint64_t offset = 0;
   for (size_t i : order) {
     const auto& [name, t] = tensors[i];
-    uint64_t nbytes = t.nbytes();
-    header[name] = {{"dtype", safetensors_dtype_name(t.dtype())},
-                    {"shape", t.shape()},
-                    {"data_offsets", {offset, offset + nbytes}}};
+    const uint64_t nbytes = t.nbytes();
+    header.push_back({&name, t.dtype(), &t.shape(), offset, offset + nbytes});
     offset += nbytes;
   }
-  std::string text;
-  try {
-    text = header.dump();
-  } catch (const nlohmann::json::exception& e) {
-    LATHE_FAIL(path, ": a tensor name or metadata string is not valid UTF-8 (", e.what(), ")");
-  }
+  std::string text = safetensors_header_text(header, metadata, path);
   text.append((8 - text.size() % 8) % 8, ' ');  // the reference pads so the data starts 8-aligned
   uint64_t n = text.size();
 
