@@ -1,4 +1,6 @@
 // GPT::generate: autoregressive sampling, with or without a KV cache.
+#include <algorithm>
+
 #include "core/autograd.h"
 #include "nn/gpt.h"
 #include "nn/sampling.h"
@@ -57,7 +59,9 @@ Tensor GPT::generate(const Tensor& idx, int64_t max_new_tokens, double temperatu
 
   Generator gen(seed);
   std::vector<KVCache> caches(size_t(config_.n_layer));
-  for (auto& c : caches) c.capacity = block;
+  // Room for every position this call conditions on, and no more: a model of a long context
+  // (block_size 10^8) sampling a few tokens holds caches of a few positions.
+  for (auto& c : caches) c.capacity = std::min(block, total);
   auto recompute_window = [&]() {
     const int64_t n = std::min(len, block);
     for (auto& c : caches) c.length = 0;

@@ -4,14 +4,26 @@
 #include <regex>
 
 #include "core/autograd.h"
+#include "core/format.h"
+#include "core/memory_info.h"
 #include "core/ops.h"
 
 namespace lathe::nn {
 
 namespace {
 
-const GPTConfig& validated(const GPTConfig& c) {
+// The config, checked before a byte of the model is allocated: valid, and its weights within the
+// memory of the host when they go there (a GPU's memory is the device's to refuse).
+const GPTConfig& validated(const GPTConfig& c, Device device) {
   c.validate();
+  const int64_t params = c.parameter_count();
+  if (device.type != DeviceType::cuda) {
+    const int64_t available = physical_memory_bytes();
+    LATHE_CHECK(params <= available / 4, "GPT: the model (vocab_size ", c.vocab_size, ", n_embd ", c.n_embd,
+                ", n_layer ", c.n_layer, ", block_size ", c.block_size, ") has ", params, " parameters, ",
+                format_bytes(size_t(params) * 4), " of f32 weights, more than the ", format_bytes(size_t(available)),
+                " of this machine's memory");
+  }
   return c;
 }
 
@@ -51,7 +63,7 @@ Transformer::Transformer(const GPTConfig& c, std::shared_ptr<Generator> gen, Lay
 }
 
 GPT::GPT(const GPTConfig& config, uint64_t seed, Device device)
-    : config_(validated(config)),
+    : config_(validated(config, device)),
       dropout_gen_(std::make_shared<Generator>(seed)),
       transformer(config_, dropout_gen_, {DType::f32, device, PolicyRef(precision_.policy)}),
       lm_head(config_.n_embd, config_.vocab_size, /*bias=*/false, {DType::f32, device, PolicyRef(precision_.policy)}) {

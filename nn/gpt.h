@@ -38,8 +38,15 @@ struct GPTConfig {
   bool tie_embeddings = true;    // lm_head.weight is wte.weight; false: a parameter of its own
   double logit_softcap = 0.0;    // > 0: logits = cap * tanh(logits / cap); 0: off
 
-  // Throws an error naming the field at fault.
+  // Throws an error naming the field at fault: a size that is not positive, a value that f32 does
+  // not hold, a switch's setting without the switch, sizes whose products overflow.
   void validate() const;
+
+  // The parameters of the model (each once: the tied head counts with wte), computed with every
+  // product checked for overflow (an error names the fields). This is the one place that knows the
+  // model's size from its config: GPT's constructor checks it against memory before allocating,
+  // and loaders check a file's tensors against it before building anything.
+  int64_t parameter_count() const;
 
   // The sizes of tools/torch_gpt_reference.py: tiny, small, char (nanoGPT's shakespeare-char),
   // nanogpt-cpu, speedrun-small (the speedrun's block at small's size), gpt2 (GPT-2 small with the

@@ -1,18 +1,14 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <limits>
 
+#include "core/json_value.h"
 #include "nn/gpt.h"
 
 namespace lathe::nn {
 
 namespace {
-
-// A value quoted in an error message, cut short: a config can hold a string of any length.
-std::string brief(const nlohmann::json& v) {
-  std::string s = v.dump(-1, ' ', /*ensure_ascii=*/true, nlohmann::json::error_handler_t::replace);
-  return s.size() > 80 ? s.substr(0, 80) + "..." : s;
-}
 
 struct Preset {
   const char* name;
@@ -56,13 +52,13 @@ const char* const kFields[] = {"vocab_size", "block_size", "n_layer", "n_head", 
 
 bool read_bool(const nlohmann::json& j, const char* field, bool fallback) {
   if (!j.contains(field)) return fallback;
-  LATHE_CHECK(j[field].is_boolean(), "GPT config: field \"", field, "\" must be true or false, got ", brief(j[field]));
+  LATHE_CHECK(j[field].is_boolean(), "GPT config: field \"", field, "\" must be true or false, got ", quote_json(j[field]));
   return j[field].get<bool>();
 }
 
 double read_number(const nlohmann::json& j, const char* field, double fallback) {
   if (!j.contains(field)) return fallback;
-  LATHE_CHECK(j[field].is_number(), "GPT config: field \"", field, "\" must be a number, got ", brief(j[field]));
+  LATHE_CHECK(j[field].is_number(), "GPT config: field \"", field, "\" must be a number, got ", quote_json(j[field]));
   return j[field].get<double>();
 }
 
@@ -76,7 +72,7 @@ E read_choice(const nlohmann::json& j, const char* field, E fallback, const char
     if (j[field].is_string() && j[field].get<std::string>() == name_of(c)) return c;
     all += (all.empty() ? "\"" : ", \"") + std::string(name_of(c)) + "\"";
   }
-  LATHE_FAIL("GPT config: field \"", field, "\" must be one of ", all, ", got ", brief(j[field]));
+  LATHE_FAIL("GPT config: field \"", field, "\" must be one of ", all, ", got ", quote_json(j[field]));
 }
 
 constexpr NormKind kNormKinds[] = {NormKind::layer_norm, NormKind::rms_norm};
@@ -84,10 +80,21 @@ constexpr Activation kActivations[] = {Activation::gelu_tanh, Activation::square
 
 int64_t required_int(const nlohmann::json& j, const char* field) {
   LATHE_CHECK(j.contains(field), "GPT config: missing field \"", field, "\"");
-  const nlohmann::json& v = j.at(field);
-  LATHE_CHECK(v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>()),
-              "GPT config: field \"", field, "\" must be an integer, got ", brief(v));
-  return v.is_number_integer() ? v.get<int64_t>() : int64_t(v.get<double>());
+  return json_integer(j.at(field), 1, INT64_MAX, std::string("GPT config: field \"") + field + "\"");
+}
+
+// a * b and a + b, or an error naming what overflows 64-bit arithmetic.
+int64_t times(int64_t a, int64_t b, const char* a_name, const char* b_name) {
+  int64_t r = 0;
+  LATHE_CHECK(!__builtin_mul_overflow(a, b, &r), "GPT config: ", a_name, " (", a, ") x ", b_name, " (", b,
+              ") overflows 64-bit arithmetic; no such model can be built");
+  return r;
+}
+int64_t plus(int64_t a, int64_t b, const char* at) {
+  int64_t r = 0;
+  LATHE_CHECK(!__builtin_add_overflow(a, b, &r), "GPT config: the parameter count overflows 64-bit arithmetic (at ",
+              at, "); no such model can be built");
+  return r;
 }
 
 }  // namespace
@@ -102,15 +109,46 @@ void GPTConfig::validate() const {
   positive("n_head", n_head);
   positive("n_embd", n_embd);
   LATHE_CHECK(n_embd % n_head == 0, "GPT config: n_embd (", n_embd, ") must be a multiple of n_head (", n_head, ")");
-  LATHE_CHECK(dropout >= 0.0 && dropout < 1.0, "GPT config: dropout must be in [0, 1), got ", dropout);
+  // The model computes in f32 (and narrower): a value is checked as f32 will hold it, so that a
+  // dropout of 1 - 1e-12 (1 in f32, an infinite scale) or a soft cap of 1e39 (infinite in f32: every
+  // logit NaN) is refused here rather than computed.
+  LATHE_CHECK(dropout >= 0.0 && float(dropout) < 1.0f, "GPT config: dropout must be in [0, 1), got ", dropout,
+              dropout < 1.0 && dropout >= 0.0 ? " (1 in f32)" : "");
   if (rope) {
     LATHE_CHECK(head_size() % 2 == 0, "GPT config: rope needs an even head size, but n_embd / n_head = ", n_embd, " / ",
                 n_head, " = ", head_size());
     LATHE_CHECK(rope_base > 1.0 && std::isfinite(rope_base), "GPT config: rope_base must be finite and above 1, got ",
                 rope_base);
+  } else {
+    LATHE_CHECK(rope_base == kDefaults.rope_base, "GPT config: rope_base is ", rope_base,
+                " but rope is off; a base without rotary embeddings would be ignored (set \"rope\": true, or leave "
+                "rope_base out)");
   }
-  LATHE_CHECK(logit_softcap >= 0.0 && std::isfinite(logit_softcap),
-              "GPT config: logit_softcap must be 0 (off) or a positive cap, got ", logit_softcap);
+  LATHE_CHECK(logit_softcap == 0.0 || (logit_softcap >= double(std::numeric_limits<float>::min()) &&
+                                       logit_softcap <= double(std::numeric_limits<float>::max())),
+              "GPT config: logit_softcap must be 0 (off) or a positive cap that f32 holds (",
+              std::numeric_limits<float>::min(), " to ", std::numeric_limits<float>::max(), "), got ", logit_softcap);
+  parameter_count();  // every size the model's tensors take fits in 64 bits
+}
+
+int64_t GPTConfig::parameter_count() const {
+  const int64_t E = n_embd;
+  const int64_t matrix = times(E, E, "n_embd", "n_embd");  // first: then E < 2^32, and 8E cannot overflow
+  const int64_t hidden = mlp_hidden_size(E, activation);
+  // A norm: its weight, and LayerNorm's bias.
+  const int64_t norm_params = (norm_weight ? E : 0) + (norm == NormKind::layer_norm && bias ? E : 0);
+  const int64_t mlp_inputs = activation == Activation::swiglu ? 2 : 1;  // c_fc, and SwiGLU's c_gate
+  const int64_t mlp = plus(times(mlp_inputs + 1, times(hidden, E, "the MLP's width", "n_embd"), "the MLP's matrices",
+                                 "their size"),
+                           bias ? mlp_inputs * hidden + E : 0, "the MLP");
+  const int64_t attention = plus(times(4, matrix, "4", "n_embd^2"), bias ? 4 * E : 0, "attention");
+  const int64_t block = plus(plus(attention, mlp, "a block"), 2 * norm_params, "a block");
+  const int64_t embedding = times(vocab_size, E, "vocab_size", "n_embd");
+  int64_t n = times(n_layer, block, "n_layer", "the parameters of a block");
+  n = plus(n, embedding, "wte");
+  if (!tie_embeddings) n = plus(n, embedding, "lm_head");
+  if (!rope) n = plus(n, times(block_size, E, "block_size", "n_embd"), "wpe");
+  return plus(n, norm_params, "ln_f");
 }
 
 std::vector<std::string> GPTConfig::preset_names() {
@@ -145,13 +183,13 @@ nlohmann::json GPTConfig::to_json() const {
 }
 
 GPTConfig GPTConfig::from_json(const nlohmann::json& j) {
-  LATHE_CHECK(j.is_object(), "GPT config: expected a JSON object, got ", brief(j));
+  LATHE_CHECK(j.is_object(), "GPT config: expected a JSON object, got ", quote_json(j));
   // A misspelt field would otherwise leave its default in place without a word.
   for (const auto& [key, value] : j.items()) {
     if (std::find(std::begin(kFields), std::end(kFields), key) != std::end(kFields)) continue;
     std::string fields;
     for (const char* k : kFields) fields += (fields.empty() ? "" : ", ") + std::string(k);
-    LATHE_FAIL("GPT config: unknown field ", brief(key), " (the fields are ", fields, ")");
+    LATHE_FAIL("GPT config: unknown field ", quote_json(key), " (the fields are ", fields, ")");
   }
   GPTConfig c;
   c.vocab_size = required_int(j, "vocab_size");

@@ -2,10 +2,12 @@
 // pair i of a head vector of size D at position t turns by theta = t * base^(-2i / D), as Llama
 // and nanochat compute it (base 10000 by default).
 //
-// The tables are computed once, in f64 on the host, for every position below the model's
-// block_size, and handed out as cos and sin rows [T, D/2] in the compute type the rope op takes,
-// on the device asked for. The copy on the last device and dtype asked for is kept, so a step
-// uploads nothing; a model moved to another device uploads them once at its next forward.
+// The tables are computed in f64 on the host for the positions asked for so far (doubling as
+// later positions are asked for, up to the model's block_size), and handed out as cos and sin rows
+// [T, D/2] in the compute type the rope op takes, on the device asked for. A model of a context of
+// 10^8 positions that runs 64 of them holds tables of 64, not gigabytes. The copy on the last
+// device and dtype asked for is kept, so a step uploads nothing; a model moved to another device,
+// or run at later positions, uploads them once at its next forward.
 #pragma once
 
 #include <cstdint>
@@ -27,8 +29,12 @@ class RotaryTables {
   int64_t positions() const { return positions_; }
 
  private:
+  // Computes rows up to (at least) position `end` - 1.
+  void extend(int64_t end) const;
+
   int64_t positions_, half_;
-  std::vector<double> cos_, sin_;  // [positions, half], row-major
+  std::vector<double> inv_freq_;          // [half]: base^(-2i / D)
+  mutable std::vector<double> cos_, sin_;  // [computed, half], row-major
   mutable Tensor kept_cos_, kept_sin_;
 };
 

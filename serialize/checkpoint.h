@@ -79,6 +79,8 @@ class TrainingCheckpoint {
   static bool is_checkpoint(const Metadata& metadata);
 
   const std::string& path() const { return file_.path; }
+  // The file's tensors (weights, optimizer and scaler state) where read() placed them.
+  const SafetensorsFile& file() const { return file_; }
   int64_t step() const { return step_; }
   const CheckpointDocument& document() const { return doc_; }
   const nlohmann::json& model_description() const { return doc_.model; }

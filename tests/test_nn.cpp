@@ -10,7 +10,9 @@
 #include "core/ops.h"
 #include "nn/functional.h"
 #include "nn/gpt.h"
+#include "nn/rotary.h"
 #include "nn/sampling.h"
+#include "tests/test_helpers.h"
 
 using namespace lathe;
 using namespace lathe::nn;
@@ -554,7 +556,7 @@ TEST_CASE("nn: GPT config JSON: a default model's reads as before, switches roun
   CHECK(error_with("activation", 3).find("\"activation\" must be one of \"gelu_tanh\", \"squared_relu\", \"swiglu\"") !=
         std::string::npos);
   CHECK(error_with("rope", "yes").find("\"rope\" must be true or false") != std::string::npos);
-  CHECK(error_with("logit_softcap", -1).find("logit_softcap must be 0 (off) or a positive cap, got -1") !=
+  CHECK(error_with("logit_softcap", -1).find("logit_softcap must be 0 (off) or a positive cap that f32 holds") !=
         std::string::npos);
   CHECK(error_with("rope_base", "big").find("\"rope_base\" must be a number") != std::string::npos);
   nlohmann::json odd = j;
@@ -631,4 +633,99 @@ TEST_CASE("nn: attention with rotary embeddings and QK-norm: queries after a KV 
     // f32 tolerance relative to the outputs' largest magnitude (tens: the weights are N(0, 1)).
     CHECK(max_abs_diff(cat({first, rest}, 1), full) <= 1e-5 * max(abs(full)).item());
   }
+}
+
+// ---------------------------------------------------------------- sizes, checked before anything is allocated
+
+TEST_CASE("nn: parameter_count is the model's parameter count, for every switch, and overflow is named") {
+  for (const std::string& preset : {"tiny", "small", "nanogpt-cpu", "speedrun-small"}) {
+    INFO(preset);
+    CHECK(GPTConfig::preset(preset).parameter_count() == GPT(GPTConfig::preset(preset)).num_params());
+  }
+  for (const Switch& s : kSwitches) {
+    for (bool bias : {true, false}) {
+      INFO(s.name, ", bias ", bias);
+      GPTConfig c = with_switch(s);
+      c.bias = bias;
+      CHECK(c.parameter_count() == GPT(c).num_params());
+    }
+  }
+  GPTConfig c = small_config();
+  c.activation = Activation::swiglu;
+  c.norm_weight = false;
+  CHECK(c.parameter_count() == GPT(c).num_params());
+  // GPT-2 small (vocabulary 50304): 124,475,904 parameters as nanoGPT counts them (with wpe).
+  CHECK(GPTConfig::preset("gpt2").parameter_count() == 124475904);
+
+  c = small_config();
+  c.vocab_size = int64_t(1) << 62;
+  CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("vocab_size (4611686018427387904) x n_embd (16) overflows"), Error);
+  c = small_config();
+  c.n_embd = int64_t(1) << 32;
+  c.n_head = 1;
+  CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("n_embd (4294967296) x n_embd (4294967296) overflows"), Error);
+  c = small_config();
+  c.n_layer = int64_t(1) << 60;
+  CHECK_THROWS_WITH_AS(GPT{c}, doctest::Contains("n_layer (1152921504606846976) x the parameters of a block"), Error);
+}
+
+TEST_CASE("nn: a model larger than this machine's memory is refused before a byte of it is allocated") {
+  GPTConfig c = small_config();
+  c.n_layer = int64_t(1) << 40;  // 2^40 blocks of ~3k parameters: no overflow, but petabytes
+  const std::string e = lathe::testing::error_of([&] { GPT m(c); });
+  CHECK(e.find("GPT: the model (vocab_size 23, n_embd 16, n_layer 1099511627776, block_size 8) has ") !=
+        std::string::npos);
+  CHECK(e.find("of f32 weights, more than the") != std::string::npos);
+  CHECK(e.find("of this machine's memory") != std::string::npos);
+}
+
+TEST_CASE("nn: config values are checked as f32 holds them, and a switch's setting needs its switch") {
+  nlohmann::json j = small_config().to_json();
+  auto error_with = [&](const char* field, const nlohmann::json& value) {
+    nlohmann::json bad = j;
+    bad[field] = value;
+    return lathe::testing::error_of([&] { GPTConfig::from_json(bad); });
+  };
+  // Finite in f64, infinite in f32: every logit would be NaN.
+  CHECK(error_with("logit_softcap", 1e39).find("a positive cap that f32 holds (1.17549e-38 to 3.40282e+38), got 1e+39") !=
+        std::string::npos);
+  CHECK(error_with("logit_softcap", 1e-40).find("got 1e-40") != std::string::npos);  // 0 or subnormal in f32
+  CHECK(error_with("logit_softcap", 3e38).empty());
+  // 1 - 1e-12 is 1 in f32: dropout's scale 1 / (1 - p) would be infinite.
+  CHECK(error_with("dropout", 1.0 - 1e-12).find("dropout must be in [0, 1), got 1 (1 in f32)") != std::string::npos);
+  CHECK(error_with("dropout", 0.999).empty());
+  CHECK(error_with("rope_base", 500000.0).find("rope_base is 500000 but rope is off") != std::string::npos);
+  CHECK(error_with("rope_base", 10000.0).empty());  // the default, which no model writes
+  // Integers as written, not wrapped; a null is not the default.
+  CHECK(error_with("vocab_size", 18446744073709551615ull)
+            .find("\"vocab_size\" must be an integer from 1 to 9223372036854775807, got 18446744073709551615") !=
+        std::string::npos);
+  CHECK(error_with("n_layer", 1e30).find("\"n_layer\" must be an integer from 1 to 9223372036854775807, got 1e+30") !=
+        std::string::npos);
+  CHECK(error_with("n_layer", 2.0).empty());
+  CHECK(error_with("bias", nullptr).find("\"bias\" must be true or false, got null") != std::string::npos);
+  CHECK(error_with("logit_softcap", nullptr).find("\"logit_softcap\" must be a number, got null") != std::string::npos);
+}
+
+TEST_CASE("nn: rotary tables hold the positions asked for, and a model of a huge context samples as a short one") {
+  // 2^61 positions: tables for all of them would overflow, tables of 10^8 take gigabytes.
+  const RotaryTables huge(int64_t(1) << 61, 8, 10000.0), small(16, 8, 10000.0);
+  for (auto [pos0, T] : {std::pair<int64_t, int64_t>{0, 3}, {5, 11}, {0, 16}}) {
+    const auto [hc, hs] = huge.rows(pos0, T, DType::f32, Device::cpu());
+    const auto [sc, ss] = small.rows(pos0, T, DType::f32, Device::cpu());
+    CHECK(max_abs_diff(hc, sc) == 0);
+    CHECK(max_abs_diff(hs, ss) == 0);
+  }
+  CHECK_THROWS_WITH_AS(small.rows(10, 7, DType::f32, Device::cpu()), doctest::Contains("exceed the 16"), Error);
+
+  // With rotary embeddings block_size changes no parameter: the same weights, the same tokens.
+  GPTConfig c = small_config();
+  c.rope = true;
+  GPT short_context(c, 7);
+  c.block_size = int64_t(1) << 61;
+  GPT long_context(c, 7);
+  long_context.load_state_dict(short_context.state_dict());
+  const Tensor prompt = tokens({3, 1, 4}, 1);
+  CHECK(long_context.generate(prompt, 4, 0.0).to_vector<int64_t>() ==
+        short_context.generate(prompt, 4, 0.0).to_vector<int64_t>());
 }

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/memory_info.h"
 #include "serialize/json_document.h"
 
 namespace lathe::train {
@@ -72,70 +73,23 @@ void check_config_fields(const nlohmann::json& j, const std::string& path) {
   }
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  LATHE_CHECK(in.good(), "--config ", path, ": cannot open the file");
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// a * b, or an error naming both factors when it does not fit in int64.
-int64_t mul(int64_t a, int64_t b, const std::string& what, const char* a_name, const char* b_name) {
-  int64_t r = 0;
-  LATHE_CHECK(!__builtin_mul_overflow(a, b, &r), what, ": ", a_name, " (", a, ") x ", b_name, " (", b,
-              ") overflows 64-bit arithmetic; the model cannot be built");
-  return r;
-}
-
-int64_t add(int64_t a, int64_t b, const std::string& what, const char* name) {
-  int64_t r = 0;
-  LATHE_CHECK(!__builtin_add_overflow(a, b, &r), what, ": the parameter count overflows 64-bit arithmetic (at ",
-              name, ")");
-  return r;
-}
-
-// Physical memory of the machine in bytes; the largest int64 when the system does not say.
-int64_t physical_memory_bytes() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  int64_t bytes = 0;
-  if (pages <= 0 || page <= 0 || __builtin_mul_overflow(int64_t(pages), int64_t(page), &bytes))
-    return std::numeric_limits<int64_t>::max();
-  return bytes;
-}
-
 }  // namespace
 
 int64_t checked_param_count(const nn::GPTConfig& c, const std::string& what) {
-  const int64_t E = c.n_embd;
-  // Per block: two norms (2E each), c_attn (3E x E + 3E), attn c_proj (E x E + E), then the MLP:
-  // c_fc (hidden x E + hidden), with SwiGLU c_gate likewise, and c_proj (E x hidden + E). Biases and
-  // norm weights are counted: an upper bound without them.
-  const int64_t e2 = mul(E, E, what, "n_embd", "n_embd");
-  // E^2 fits, so E < 2^32 and the hidden width (at most 4E) cannot overflow.
-  const int64_t hidden = nn::mlp_hidden_size(E, c.activation);
-  const int64_t mlp_in = c.activation == nn::Activation::swiglu ? 2 : 1;  // c_fc, and SwiGLU's c_gate
-  const int64_t mlp_matrix = mul(hidden, E, what, "the MLP width", "n_embd");
-  int64_t mlp = mul(mlp_in + 1, mlp_matrix, what, "the MLP's matrices", "their size");
-  mlp = add(mlp, add(mul(mlp_in, hidden, what, "the MLP's biases", "the MLP width"), E, what, "the MLP"), what,
-            "the MLP");
-  const int64_t attn_and_norms = add(mul(4, e2, what, "4", "n_embd^2"), mul(8, E, what, "8", "n_embd"), what, "n_embd");
-  const int64_t block = add(attn_and_norms, mlp, what, "the MLP");
-  int64_t n = mul(c.n_layer, block, what, "n_layer", "the parameters of a block");
-  const int64_t VE = mul(c.vocab_size, E, what, "vocab_size", "n_embd");
-  n = add(n, VE, what, "vocab_size");                                // wte (and a tied lm_head)
-  if (!c.tie_embeddings) n = add(n, VE, what, "vocab_size");         // an untied lm_head
-  if (!c.rope) n = add(n, mul(c.block_size, E, what, "block_size", "n_embd"), what, "block_size");  // wpe
-  return add(n, mul(2, E, what, "2", "n_embd"), what, "ln_f");
+  try {
+    return c.parameter_count();
+  } catch (const Error& e) {
+    LATHE_FAIL(what, ": ", e.what());
+  }
 }
 
 void check_model_fits_memory(const nn::GPTConfig& c, const std::string& what) {
   const int64_t params = checked_param_count(c, what);
-  const int64_t bytes = mul(params, kTrainingBytesPerParam, what, "the parameter count", "bytes per parameter");
   const int64_t available = physical_memory_bytes();
-  LATHE_CHECK(bytes <= available, what, ": the model (vocab_size ", c.vocab_size, ", n_embd ", c.n_embd,
+  const long double bytes = static_cast<long double>(params) * kTrainingBytesPerParam;  // may pass int64
+  LATHE_CHECK(bytes <= static_cast<long double>(available), what, ": the model (vocab_size ", c.vocab_size, ", n_embd ", c.n_embd,
               ", n_layer ", c.n_layer, ", block_size ", c.block_size, ") has ", params,
-              " parameters and needs ", bytes, " bytes for them and their optimizer state, more than the ",
+              " parameters and needs ", static_cast<double>(bytes), " bytes for them and their optimizer state, more than the ",
               available, " bytes of this machine's memory");
 }
 
@@ -166,7 +120,7 @@ ModelChoice resolve_model_config(const std::string& name_or_path) {
   const bool regular = std::filesystem::is_regular_file(name_or_path, ec);
   LATHE_CHECK(regular, "--config ", name_or_path, ": neither a preset (", preset_list(), ") nor a JSON file",
               ec ? " (" + ec.message() + ")" : std::string());
-  const nlohmann::json j = serialize::parse_json_document(read_text(name_or_path), "--config " + name_or_path);
+  const nlohmann::json j = serialize::read_json_file(name_or_path, "--config " + name_or_path, serialize::kMaxConfigJsonBytes);
   check_config_fields(j, name_or_path);
   ModelChoice c;
   c.name = std::filesystem::path(name_or_path).stem().string();
@@ -179,11 +133,7 @@ ModelChoice resolve_model_config(const std::string& name_or_path) {
   }
   checked_param_count(c.config, "--config " + name_or_path);
   c.default_batch = 8;
-  if (j.contains("batch")) {
-    LATHE_CHECK(j["batch"].is_number_integer() && j["batch"].get<int64_t>() > 0, "--config ", name_or_path,
-                ": field \"batch\" must be a positive integer, got ", serialize::quote_json(j["batch"]));
-    c.default_batch = j["batch"].get<int64_t>();
-  }
+  if (j.contains("batch")) c.default_batch = json_integer(j["batch"], 1, INT64_MAX, "--config " + name_or_path + ": field \"batch\"");
   return c;
 }
 

@@ -1,6 +1,7 @@
 #include "train/weights_file.h"
 
 #include <filesystem>
+#include <functional>
 
 #include "core/error.h"
 #include "serialize/checkpoint.h"
@@ -57,6 +58,21 @@ LoadedModel gpt2_model(serialize::GPT2Weights w, WeightsFormat format, const std
   return out;
 }
 
+// Before the model is built from `config`: the file holds at least as many values as the model has
+// parameters. A config that asks for far more than its file holds (n_layer 10^6 beside the tensors
+// of two blocks) would otherwise be allocated and initialised in full before its first tensor is
+// found missing. `skip` names the tensors that are not weights (a checkpoint's optimizer state).
+void check_file_holds(const nn::GPTConfig& config, const serialize::SafetensorsFile& f, const std::string& what,
+                      const std::function<bool(const std::string&)>& skip = {}) {
+  int64_t held = 0;
+  for (const auto& [name, t] : f.tensors)
+    if (!skip || !skip(name)) held += t.numel();
+  const int64_t needed = config.parameter_count();
+  LATHE_CHECK(needed <= held, what, ": the config (n_layer ", config.n_layer, ", n_embd ", config.n_embd, ", vocab_size ",
+              config.vocab_size, ", block_size ", config.block_size, ") has ", needed,
+              " parameters, but the file holds only ", held, " values in ", f.tensors.size(), " tensors");
+}
+
 }  // namespace
 
 LoadedModel load_weights(const std::string& path, Device device) {
@@ -78,7 +94,11 @@ LoadedModel load_weights(const std::string& path, Device device) {
     LoadedModel out;
     out.format = WeightsFormat::checkpoint;
     try {
-      out.model = std::make_unique<nn::GPT>(nn::GPTConfig::from_json(ckpt.model_description()), /*seed=*/0, device);
+      const nn::GPTConfig config = nn::GPTConfig::from_json(ckpt.model_description());
+      check_file_holds(config, ckpt.file(), "model config", [](const std::string& name) {
+        return name.rfind("optim.", 0) == 0 || name.rfind("scaler.", 0) == 0;
+      });
+      out.model = std::make_unique<nn::GPT>(config, /*seed=*/0, device);
     } catch (const Error& e) {
       LATHE_FAIL(path, ": checkpoint model config: ", e.what());
     }
@@ -108,7 +128,12 @@ LoadedModel load_weights(const std::string& path, Device device) {
     LATHE_FAIL(path, ": metadata \"config\": ", e.what());
   }
   LoadedModel out;
-  out.model = std::make_unique<nn::GPT>(config, /*seed=*/0, device);
+  try {
+    check_file_holds(config, f, "metadata \"config\"");
+    out.model = std::make_unique<nn::GPT>(config, /*seed=*/0, device);
+  } catch (const Error& e) {
+    LATHE_FAIL(path, ": ", e.what());
+  }
   try {
     out.model->load_state_dict(f.tensors);
   } catch (const Error& e) {
