@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "data/corpus_file.h"
+#include "serialize/json_document.h"
 #include "data/gpt2_vocab.h"
 #include "data/piece_cache.h"
 #include "data/tokenizer_file.h"
@@ -63,13 +64,17 @@ BpeTokenizer load_gpt2(const std::string& vocab_bpe) {
 
 }  // namespace
 
-nlohmann::json TokenizerIdentity::to_json() const { return {{"kind", kind}, {"path", path}, {"checksum", checksum}}; }
+// The path is bytes (serialize/json_document.h): one that is not UTF-8 is recorded, not a failed write.
+nlohmann::json TokenizerIdentity::to_json() const {
+  return {{"kind", kind}, {"path", serialize::path_to_json(path)}, {"checksum", checksum}};
+}
 
 TokenizerIdentity TokenizerIdentity::from_json(const nlohmann::json& j, const std::string& what) {
   const bool ok = j.is_object() && j.contains("kind") && j["kind"].is_string() && j.contains("path") &&
-                  j["path"].is_string() && j.contains("checksum") && j["checksum"].is_string();
+                  j.contains("checksum") && j["checksum"].is_string();
   LATHE_CHECK(ok, what, ": the tokenizer record is not {\"kind\", \"path\", \"checksum\"}");
-  return {j["kind"].get<std::string>(), j["path"].get<std::string>(), j["checksum"].get<std::string>()};
+  return {j["kind"].get<std::string>(), serialize::path_from_json(j["path"], what + ": the tokenizer's \"path\""),
+          j["checksum"].get<std::string>()};
 }
 
 std::string TokenizerIdentity::describe() const { return path.empty() ? kind : kind + " (" + path + ")"; }

@@ -15,6 +15,7 @@
 #include "data/corpus_file.h"
 #include "data/text_dataset.h"
 #include "serialize/directory_lock.h"
+#include "serialize/staged_directory.h"
 
 namespace lathe::data {
 
@@ -52,46 +53,24 @@ void check_apart(const std::string& data, const std::string& out) {
               ", which lathe tokenize rewrites; choose an --out that does not hold the corpus");
 }
 
-// The temporary files of atomic writes of shards and manifests (serialize/atomic_file.cpp names
-// them .<name>.tmp-<pid>-<counter>-<clock>-<attempt>): under the lock, every one is a killed
-// writer's.
-bool is_shard_temp_name(const std::string& name) {
+// What lathe tokenize writes in OUT: the shards, the manifest, the lock, and the temporary files of
+// their atomic writes (serialize/atomic_file.cpp names them .<name>.tmp-<pid>-<counter>-<clock>-<attempt>).
+bool is_tokenize_entry(const std::string& name) {
   static const std::regex temp(R"(\.(shard_[0-9]+\.bin|tokenizer\.json)\.tmp-[0-9]+-[0-9]+-[0-9a-f]+-[0-9]+)");
-  return std::regex_match(name, temp);
+  return is_shard_name(name) || name == "tokenizer.json" || name == ".lock" || std::regex_match(name, temp);
 }
 
-void sync_directory(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  LATHE_CHECK(fd >= 0, "--out ", dir, ": cannot open the directory to sync it: ", std::strerror(errno));
-  const int rc = ::fsync(fd), err = errno;
-  ::close(fd);
-  LATHE_CHECK(rc == 0 || err == EINVAL || err == ENOTSUP, "--out ", dir, ": cannot sync the directory: ",
-              std::strerror(err));
-}
-
-// Removes every shard and every temporary file of a killed writer from `out` (whatever their
-// numbering), durably, and names on `log` the entries it leaves because they are not lathe's.
-void remove_old_shards(const std::string& out, std::FILE* log) {
+// Names the entries of `out` that lathe tokenize did not write (kept across the swap) on `log`.
+void note_foreign_entries(const std::string& out, const std::vector<std::string>& held, std::FILE* log) {
   std::vector<std::string> others;
-  std::error_code ec;
-  for (auto it = fs::directory_iterator(out, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (is_shard_name(name) || is_shard_temp_name(name)) {
-      std::error_code rm;
-      fs::remove(it->path(), rm);
-      LATHE_CHECK(!rm, "--out ", out, ": cannot remove the old ", name, ": ", rm.message());
-    } else if (name != ".lock" && name != "tokenizer.json") {
-      others.push_back(name);
-    }
-  }
-  LATHE_CHECK(!ec, "--out ", out, ": cannot list the directory: ", ec.message());
-  sync_directory(out);
+  for (const std::string& name : held)
+    if (!is_tokenize_entry(name)) others.push_back(name);
   if (log == nullptr || others.empty()) return;
   std::sort(others.begin(), others.end());
   std::string names;
   for (size_t i = 0; i < others.size() && i < 5; ++i) names += (i ? ", " : "") + others[i];
   if (others.size() > 5) names += ", ...";
-  std::fprintf(log, "note: %s also holds %zu entr%s that lathe tokenize did not write, left as they are: %s\n",
+  std::fprintf(log, "note: %s also holds %zu entr%s that lathe tokenize did not write, kept as they are: %s\n",
                out.c_str(), others.size(), others.size() == 1 ? "y" : "ies", names.c_str());
 }
 
@@ -110,23 +89,32 @@ void make_out_directory(const std::string& out) {
 }  // namespace
 
 ShardManifest tokenize_corpus(const BpeTokenizer& tok, const std::string& data, const std::string& out,
-                              size_t shard_tokens, int threads, std::FILE* log) {
+                              size_t shard_tokens, int threads, std::FILE* log, bool overwrite) {
   check_apart(data, out);
   const TextCorpus corpus = TextCorpus::open(data);
   make_out_directory(out);
   const serialize::DirectoryLock lock(out, "lathe tokenize", "shard directory");
-  // From here until the last line a reader finds the "writing" manifest, never old and new shards
-  // mixed: the old manifest goes first (atomically, durably), then every old shard, and the new
-  // manifest is written last, after every new shard is durable.
-  check_manifest_replaceable(out, "--out");
-  write_writing_manifest(out, "lathe tokenize (process " + std::to_string(::getpid()) + ")");
-  remove_old_shards(out, log);
+  std::vector<std::string> held;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(out, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+    if (it->path().filename() != ".lock") held.push_back(it->path().filename().string());
+  LATHE_CHECK(!ec, "--out ", out, ": cannot list the directory: ", ec.message());
+  if (!held.empty()) {
+    LATHE_CHECK(overwrite, "--out ", out, " is not empty (", held.size(), held.size() == 1 ? " entry" : " entries",
+                "); give --overwrite to replace the token shards there (other files are kept), or choose another --out");
+    check_manifest_replaceable(out, "--out");
+    note_foreign_entries(out, held, log);
+  }
+  // The new corpus is written whole beside OUT, then swapped in: until the swap, readers find the
+  // old corpus whole; after it, the new one (serialize/staged_directory.h).
+  serialize::StagedDirectory stage(out, /*replace=*/true, "--out " + out);
+  const serialize::DirectoryLock stage_lock(stage.path(), "lathe tokenize", "shard directory");
 
   ShardManifest m;
   m.tokenizer = tok.identity();
   m.vocab_size = tok.vocab_size();
   m.end_of_text = tok.end_of_text();
-  ShardWriter writer(out, m.vocab_size, shard_tokens);
+  ShardWriter writer(stage.path(), m.vocab_size, shard_tokens);
   const uint32_t eot = tok.end_of_text();
   // Documents are read and encoded in batches of about kBatchBytes: a large document on all
   // threads at once (cut at piece boundaries), a batch of small ones one per thread. Either way
@@ -164,7 +152,8 @@ ShardManifest tokenize_corpus(const BpeTokenizer& tok, const std::string& data, 
     next = end;
   }
   m.shards = writer.finish();
-  write_shard_manifest(out, m);
+  write_shard_manifest(stage.path(), m);
+  stage.commit([](const std::string& name) { return !is_tokenize_entry(name); });
   if (log != nullptr)
     std::fprintf(log, "tokenized %s: %llu documents, %llu bytes -> %llu tokens (%.3f bytes/token) in %zu shard%s of %s\n",
                  data.c_str(), (unsigned long long)m.documents, (unsigned long long)m.text_bytes,

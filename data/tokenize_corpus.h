@@ -18,14 +18,14 @@ inline constexpr size_t kDefaultShardTokens = 100'000'000;
 // Encodes every document of `data` with `tok` on `threads` threads and writes OUT/shard_*.bin and
 // OUT/tokenizer.json (creating OUT). Progress goes to `log` unless it is null.
 //
-// OUT is one unit: the call holds its lock (serialize/directory_lock.h; a second writer is
-// refused, naming the first), replaces the manifest with a "writing" one before it removes any
-// old shard (every shard_*.bin and every temporary file of a killed writer), and writes the new
-// manifest last, so that a kill at any instant leaves either the old corpus whole or a directory
-// every reader refuses. Files in OUT that are not lathe's are left, and named on `log`; a
-// tokenizer.json that is not lathe's manifest is refused. OUT may not be DATA, lie inside it or
-// hold it. Throws lathe::Error naming the path and the system error when OUT cannot be written.
+// OUT is one unit. The call holds its lock (serialize/directory_lock.h; a second writer is refused,
+// naming the first). OUT must be empty unless `overwrite` is given; then its shards and manifest
+// are replaced and every other entry is kept (and named on `log`), but a tokenizer.json that is not
+// lathe's manifest is refused. The new corpus is written whole into a directory beside OUT and
+// swapped in at the end (serialize/staged_directory.h), so that a kill or an error at any instant
+// leaves the old corpus whole or the new one. OUT may not be DATA, lie inside it or hold it.
+// Throws lathe::Error naming the path and the system error when OUT cannot be written.
 ShardManifest tokenize_corpus(const BpeTokenizer& tok, const std::string& data, const std::string& out,
-                              size_t shard_tokens, int threads, std::FILE* log);
+                              size_t shard_tokens, int threads, std::FILE* log, bool overwrite = false);
 
 }  // namespace lathe::data

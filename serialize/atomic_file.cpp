@@ -1,6 +1,7 @@
 #include "serialize/atomic_file.h"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -55,7 +56,7 @@ const char* file_kind_name(mode_t mode) {
   return "not a regular file";
 }
 
-AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+AtomicFile::AtomicFile(std::string path, Existing existing) : path_(std::move(path)), existing_(existing) {
   dir_ = dir_of(path_);
   std::string base = base_of(path_);
   LATHE_CHECK(!base.empty(), path_, ": cannot write a file here: the path names a directory");
@@ -68,6 +69,7 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
     LATHE_CHECK(!S_ISDIR(st.st_mode), path_, ": cannot write a file here: it is a directory");
     LATHE_CHECK(S_ISREG(st.st_mode), path_, ": refusing to replace ", file_kind_name(st.st_mode),
                 " with a regular file; remove it or write elsewhere");
+    LATHE_CHECK(existing_ == Existing::replace, path_, ": the file exists; nothing was written");
     mode = st.st_mode & 07777;
   }
   for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
@@ -138,7 +140,21 @@ void AtomicFile::commit() {
   int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) fail("close");
-  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) fail("rename");
+  if (existing_ == Existing::replace) {
+    if (::rename(temp_path_.c_str(), path_.c_str()) != 0) fail("rename");
+  } else if (::renameat2(AT_FDCWD, temp_path_.c_str(), AT_FDCWD, path_.c_str(), RENAME_NOREPLACE) != 0) {
+    // Where renameat2 is missing (EINVAL: the file system; ENOSYS: the kernel), link(2) refuses an
+    // existing name just the same; the temporary's name is then removed.
+    const bool fallback = errno == EINVAL || errno == ENOSYS || errno == ENOTSUP;
+    if (!fallback || ::link(temp_path_.c_str(), path_.c_str()) != 0) {
+      const int err = errno;
+      discard();
+      LATHE_CHECK(err != EEXIST, path_, ": the file appeared while this command wrote it (another process writes "
+                  "there); nothing was replaced");
+      LATHE_FAIL(path_, ": rename failed (", std::strerror(err), "); nothing was written");
+    }
+    ::unlink(temp_path_.c_str());
+  }
   committed_ = true;
   temp_path_.clear();
   // The new file is in place; syncing the directory makes the rename durable. A failure here
@@ -153,8 +169,9 @@ void AtomicFile::commit() {
     LATHE_FAIL(path_, ": written, but syncing its directory ", dir_, " failed: ", std::strerror(err));
 }
 
-void write_file_atomically(const std::string& path, const std::function<void(AtomicFile&)>& fill) {
-  AtomicFile file(path);
+void write_file_atomically(const std::string& path, const std::function<void(AtomicFile&)>& fill,
+                           Existing existing) {
+  AtomicFile file(path, existing);
   fill(file);  // an exception here destroys `file`, which removes the temporary
   file.commit();
 }

@@ -15,11 +15,16 @@
 
 namespace lathe::serialize {
 
+// What a write does to a file already at its path: replace it (atomically), or refuse it -- at the
+// start, and at the commit again (renameat2's RENAME_NOREPLACE, or link(2) where the file system
+// lacks it), so that of two writers started at once on a new path exactly one creates it.
+enum class Existing { replace, refuse };
+
 // An open temporary file that becomes `path` on commit(). Destroying it uncommitted (an exception
 // while writing) removes the temporary. Errors are lathe::Error naming `path` and the system error.
 class AtomicFile {
  public:
-  explicit AtomicFile(std::string path);
+  explicit AtomicFile(std::string path, Existing existing = Existing::replace);
   ~AtomicFile();
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
@@ -44,6 +49,7 @@ class AtomicFile {
   std::string temp_path_;
   int fd_ = -1;
   size_t written_ = 0;  // bytes that reached the file
+  Existing existing_;
   std::string buffer_;  // bytes written but not yet passed to the file
   bool committed_ = false;
 };
@@ -54,6 +60,7 @@ const char* file_kind_name(mode_t mode);
 
 // Runs `fill` on a fresh AtomicFile for `path` and commits it when `fill` returns; if `fill` throws,
 // the temporary is removed and the exception propagates with the old file intact.
-void write_file_atomically(const std::string& path, const std::function<void(AtomicFile&)>& fill);
+void write_file_atomically(const std::string& path, const std::function<void(AtomicFile&)>& fill,
+                           Existing existing = Existing::replace);
 
 }  // namespace lathe::serialize

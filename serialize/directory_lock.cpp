@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -32,16 +33,29 @@ std::string DirectoryLock::lock_path(const std::string& dir) { return (std::file
 
 DirectoryLock::DirectoryLock(const std::string& dir, const std::string& program, const std::string& what) {
   const std::string path = lock_path(dir);
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  LATHE_CHECK(fd_ >= 0, path, ": cannot open the ", what, "'s lock file: ", std::strerror(errno));
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-    const int err = errno;
-    const auto [pid, holder] = read_holder(fd_, program);
+  // The lock file a holder locked may be replaced under it (a directory swapped whole by
+  // serialize/staged_directory.h brings its own, locked by the same holder): a lock is only taken
+  // once the file locked is still the one at `path`, or a process that opened the old file could
+  // lock it after the holder let go and believe it holds the directory.
+  for (int attempt = 0;; ++attempt) {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    LATHE_CHECK(fd_ >= 0, path, ": cannot open the ", what, "'s lock file: ", std::strerror(errno));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      const auto [pid, holder] = read_holder(fd_, program);
+      ::close(fd_);
+      fd_ = -1;
+      LATHE_CHECK(err != EWOULDBLOCK, "--out ", dir, ": another ", holder, " (process ", pid, ") is using this ", what,
+                  " (", path, "); wait for it to end or choose another --out");
+      LATHE_FAIL(path, ": cannot lock the ", what, ": ", std::strerror(err));
+    }
+    struct stat held {}, now {};
+    if (::fstat(fd_, &held) == 0 && ::stat(path.c_str(), &now) == 0 && held.st_ino == now.st_ino &&
+        held.st_dev == now.st_dev)
+      break;
     ::close(fd_);
     fd_ = -1;
-    LATHE_CHECK(err != EWOULDBLOCK, "--out ", dir, ": another ", holder, " (process ", pid, ") is using this ", what,
-                " (", path, "); wait for it to end or choose another --out");
-    LATHE_FAIL(path, ": cannot lock the ", what, ": ", std::strerror(err));
+    LATHE_CHECK(attempt < 100, path, ": the ", what, "'s lock file keeps being replaced; is another program writing it?");
   }
   // Who holds it, for the message above; the lock itself is the flock, not the file's content.
   const std::string holder = std::to_string(::getpid()) + " " + program + "\n";

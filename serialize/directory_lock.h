@@ -23,6 +23,7 @@ class DirectoryLock {
   ~DirectoryLock();
   DirectoryLock(const DirectoryLock&) = delete;
   DirectoryLock& operator=(const DirectoryLock&) = delete;
+  DirectoryLock(DirectoryLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
 
   static std::string lock_path(const std::string& dir);  // DIR/.lock
 

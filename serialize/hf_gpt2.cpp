@@ -16,6 +16,7 @@
 
 #include "core/autograd.h"
 #include "serialize/atomic_file.h"
+#include "serialize/staged_directory.h"
 #include "serialize/json_document.h"
 
 namespace lathe::serialize {
@@ -103,9 +104,12 @@ class ConfigFields {
   [[noreturn]] void refuse(const char* key, const json& value, const std::string& why) const {
     LATHE_FAIL(file_, ": ", key, " = ", quote_json(value), " cannot be converted: ", why);
   }
+  // The field, or null when absent. A field given as JSON null is present: transformers would use
+  // None (tie_word_embeddings None unties the head), not its default, so it is refused by the
+  // check of its value; n_inner, whose None means 4 n_embd, is the one field null may hold.
   const json* find(const char* key) const {
     const auto it = j_.find(key);
-    return it == j_.end() || it->is_null() ? nullptr : &*it;
+    return it == j_.end() ? nullptr : &*it;
   }
 
  private:
@@ -174,6 +178,8 @@ std::map<std::string, StoredTensor> read_tensors(const std::vector<std::string>&
       if (is_mask_buffer(unprefixed)) continue;
       const std::string lathe_name = unprefixed == "lm_head.weight" ? unprefixed : kPrefix + unprefixed;
       const auto [it, fresh] = out.emplace(lathe_name, StoredTensor{name, file, t});
+      LATHE_CHECK(fresh || it->second.stored_name != name, "tensor '", name, "' is in two shards, ", it->second.file,
+                  " and ", file, "; a sharded model holds each tensor once");
       LATHE_CHECK(fresh, file, ": tensors '", it->second.stored_name, "' and '", name,
                   "' are two names for one weight (with and without the \"transformer.\" prefix)");
     }
@@ -192,45 +198,15 @@ bool same_bits(const Tensor& a, const Tensor& b) {
   return a.shape() == b.shape() && std::memcmp(a.data_ptr(), b.data_ptr(), a.nbytes()) == 0;
 }
 
-// A fresh directory beside `dir`, renamed over it once whole; removed with its contents when the
-// writing fails.
-class TempDirBeside {
- public:
-  explicit TempDirBeside(const std::string& dir) : final_(dir) {
-    static std::atomic<uint64_t> counter{0};
-    const fs::path target(dir);
-    const fs::path parent = target.parent_path().empty() ? fs::path(".") : target.parent_path();
-    // Hidden, and named like AtomicFile's temporaries: ".NAME.tmp-<pid>-<n>".
-    std::string name = ".";
-    name += target.filename().string();
-    name += ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1));
-    path_ = (parent / name).string();
-    LATHE_CHECK(::mkdir(path_.c_str(), 0777) == 0, dir, ": cannot create a temporary directory beside it: ",
-                std::strerror(errno));
-  }
-  ~TempDirBeside() {
-    if (committed_) return;
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  void commit() {
-    LATHE_CHECK(::rename(path_.c_str(), final_.c_str()) == 0, final_, ": cannot move the written directory into place: ",
-                std::strerror(errno));
-    committed_ = true;
-    // The rename made durable, as AtomicFile does for a file.
-    const fs::path parent = fs::path(final_).parent_path().empty() ? fs::path(".") : fs::path(final_).parent_path();
-    const int dfd = ::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-      (void)::fsync(dfd);
-      ::close(dfd);
-    }
-  }
-
- private:
-  std::string final_, path_;
-  bool committed_ = false;
-};
+// The entries of a model directory that a written model replaces: the config and every form of
+// weights (a sharded model's index and shards, PyTorch's pickles). Anything else (tokenizer files,
+// a README, generation_config.json) is carried over into the new directory.
+bool is_model_entry(const std::string& name) {
+  static const std::regex model(
+      R"(config\.json|model\.safetensors(\.index\.json)?|model-\d+-of-\d+\.safetensors|pytorch_model.*\.bin(\.index\.json)?)"
+      R"(|\..*\.tmp-\d+-\d+-[0-9a-f]+-\d+)");
+  return std::regex_match(name, model);
+}
 
 }  // namespace
 
@@ -252,7 +228,7 @@ nn::GPTConfig gpt_config_from_hf(const json& j, const std::string& file) {
 
   if (const json* act = f.find("activation_function"); act && *act != "gelu_new" && *act != "gelu_pytorch_tanh")
     f.refuse("activation_function", *act, "lathe's MLP computes GPT-2's tanh GELU (\"gelu_new\") only");
-  if (const json* inner = f.find("n_inner"); inner && *inner != json(4 * c.n_embd))
+  if (const json* inner = f.find("n_inner"); inner && !inner->is_null() && *inner != json(4 * c.n_embd))
     f.refuse("n_inner", *inner, "lathe's MLP is 4 n_embd = " + std::to_string(4 * c.n_embd) + " wide");
   if (const double eps = f.number("layer_norm_epsilon", kLayerNormEps); eps != kLayerNormEps)
     f.refuse("layer_norm_epsilon", *f.find("layer_norm_epsilon"), "lathe's LayerNorm uses eps 1e-05");
@@ -354,7 +330,8 @@ GPT2Weights read_hf_gpt2(const std::string& dir) {
   return out;
 }
 
-void write_hf_gpt2(const std::string& dir_given, const nn::GPTConfig& config, const NamedTensors& state) {
+void write_hf_gpt2(const std::string& dir_given, const nn::GPTConfig& config, const NamedTensors& state,
+                   bool overwrite) {
   std::string dir = dir_given;  // "out/" names the directory "out"
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   LATHE_CHECK(!dir.empty(), "the output directory must be named, got an empty path");
@@ -363,23 +340,28 @@ void write_hf_gpt2(const std::string& dir_given, const nn::GPTConfig& config, co
   for (auto& [name, t] : tensors)
     if (is_conv1d_weight(name)) t = t.t().contiguous();
   const std::string config_text = hf_config_of(config).dump(2) + "\n";
-  const Metadata metadata = {{"format", "pt"}};  // transformers refuses safetensors without it
-  auto write_into = [&](const std::string& d) {
-    write_safetensors(join_path(d, kWeightsFile), tensors, metadata);
-    write_file_atomically(join_path(d, kConfigFile),
-                          [&](AtomicFile& f) { f.write(config_text.data(), config_text.size()); });
-  };
+  const bool replace = check_model_directory_writable(dir, overwrite);
+  StagedDirectory stage(dir, replace, dir);
+  write_safetensors(join_path(stage.path(), kWeightsFile), tensors, {{"format", "pt"}});  // transformers needs "pt"
+  write_file_atomically(join_path(stage.path(), kConfigFile),
+                        [&](AtomicFile& f) { f.write(config_text.data(), config_text.size()); });
+  stage.commit([](const std::string& name) { return !is_model_entry(name); });
+}
+
+bool check_model_directory_writable(const std::string& dir, bool overwrite) {
   struct stat st {};
-  if (::stat(dir.c_str(), &st) == 0) {
-    LATHE_CHECK(S_ISDIR(st.st_mode), dir, ": is ", file_kind_name(st.st_mode),
-                "; a Hugging Face model is a directory (config.json and model.safetensors)");
-    write_into(dir);
-    return;
+  if (::stat(dir.c_str(), &st) != 0) {
+    LATHE_CHECK(errno == ENOENT, dir, ": ", std::strerror(errno));
+    return false;
   }
-  LATHE_CHECK(errno == ENOENT, dir, ": ", std::strerror(errno));
-  TempDirBeside temp(dir);
-  write_into(temp.path());
-  temp.commit();
+  LATHE_CHECK(S_ISDIR(st.st_mode), dir, ": is ", file_kind_name(st.st_mode),
+              "; a Hugging Face model is a directory (config.json and model.safetensors)");
+  std::error_code ec;
+  const bool empty = fs::is_empty(dir, ec);
+  LATHE_CHECK(!ec, dir, ": cannot list the directory: ", ec.message());
+  LATHE_CHECK(empty || overwrite, dir, " is not empty; give --overwrite to replace the model there (its config and "
+              "weights; other files such as a tokenizer are kept), or choose another directory");
+  return true;
 }
 
 }  // namespace lathe::serialize

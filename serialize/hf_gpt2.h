@@ -44,8 +44,15 @@ GPT2Weights read_hf_gpt2(const std::string& dir);
 // Writes `dir`/config.json and `dir`/model.safetensors (Conv1D layouts, "transformer." names, no
 // lm_head.weight, metadata "format": "pt") so that GPT2LMHeadModel.from_pretrained(dir) loads
 // them. `state` is a model's state_dict (any device). Everything is checked before anything is
-// written. A new `dir` is made beside its final name and renamed into place whole; in an existing
-// directory each file is replaced atomically (the weights first) and other files are left alone.
-void write_hf_gpt2(const std::string& dir, const nn::GPTConfig& config, const NamedTensors& state);
+// written. `dir` must be absent or empty unless `overwrite`; the model is written into a directory
+// beside it and put in place in one rename or swap (serialize/staged_directory.h), so that a
+// failure or a kill leaves the old directory whole. With `overwrite`, the entries of the old
+// directory that are not a model's config or weights (a tokenizer, a README) are carried over.
+void write_hf_gpt2(const std::string& dir, const nn::GPTConfig& config, const NamedTensors& state,
+                   bool overwrite = false);
+
+// Whether `dir` may receive a model: absent (false), or an empty directory or any directory with
+// `overwrite` (true: it exists). Otherwise an error that says what to do.
+bool check_model_directory_writable(const std::string& dir, bool overwrite);
 
 }  // namespace lathe::serialize

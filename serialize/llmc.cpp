@@ -148,7 +148,8 @@ GPT2Weights read_llmc(const std::string& path) {
   return out;
 }
 
-void write_llmc(const std::string& path, const nn::GPTConfig& config, const NamedTensors& state, DType dtype) {
+void write_llmc(const std::string& path, const nn::GPTConfig& config, const NamedTensors& state, DType dtype,
+                Existing existing) {
   LATHE_CHECK(dtype == DType::f32 || dtype == DType::bf16, path, ": llm.c stores f32 (version 3) or bf16 (version 5), not ",
               dtype_name(dtype));
   check_gpt2_block(config, path);
@@ -190,7 +191,7 @@ void write_llmc(const std::string& path, const nn::GPTConfig& config, const Name
   write_file_atomically(path, [&](AtomicFile& file) {
     file.write(header, sizeof header);
     for (const Tensor& t : file_tensors) file.write(t.data_ptr(), t.nbytes());
-  });
+  }, existing);
 }
 
 }  // namespace lathe::serialize

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <string>
 
+#include "serialize/atomic_file.h"
 #include "serialize/gpt2_layout.h"
 
 namespace lathe::serialize {
@@ -36,6 +37,7 @@ GPT2Weights read_llmc(const std::string& path);
 // Writes `state` (a model's state_dict, any device) as version 3 (`dtype` f32) or 5 (bf16,
 // rounded to nearest even), atomically. Everything is checked before the first byte: the config
 // must be the GPT-2 block and its sizes fit llm.c's int32 header.
-void write_llmc(const std::string& path, const nn::GPTConfig& config, const NamedTensors& state, DType dtype);
+void write_llmc(const std::string& path, const nn::GPTConfig& config, const NamedTensors& state, DType dtype,
+                Existing existing = Existing::replace);
 
 }  // namespace lathe::serialize

@@ -216,7 +216,7 @@ SafetensorsFile read_safetensors(const std::string& path, const TensorSink& sink
 // ---------------------------------------------------------------- writing
 
 void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
-                       const Metadata& metadata) {
+                       const Metadata& metadata, Existing existing) {
   // Check everything that can be checked before the first byte is written.
   std::set<std::string> names;
   for (const auto& [name, t] : tensors) {
@@ -254,7 +254,7 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
       host = host.contiguous();
       if (host.nbytes()) file.write(host.data_ptr(), host.nbytes());
     }
-  });
+  }, existing);
 }
 
 }  // namespace lathe::serialize

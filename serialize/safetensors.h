@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "serialize/atomic_file.h"
 
 namespace lathe::serialize {
 
@@ -63,9 +64,10 @@ SafetensorsFile read_safetensors(const std::string& path, const TensorSink& sink
 SafetensorsFile parse_safetensors(const uint8_t* data, size_t size, const std::string& name,
                                   Device device = Device::cpu());
 
-// Writes tensors (any device, any strides; copied to host contiguous) atomically.
+// Writes tensors (any device, any strides; copied to host contiguous) atomically; `existing` says
+// what happens to a file already at `path` (serialize/atomic_file.h).
 void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
-                       const Metadata& metadata = {});
+                       const Metadata& metadata = {}, Existing existing = Existing::replace);
 
 // safetensors dtype names ("F32", "BF16", ...) <-> lathe dtypes.
 const char* safetensors_dtype_name(DType t);

@@ -6,7 +6,7 @@
 
 namespace lathe::serialize {
 
-void save_weights(const std::string& path, const NamedTensors& weights, const Metadata& metadata) {
+void save_weights(const std::string& path, const NamedTensors& weights, const Metadata& metadata, Existing existing) {
   LATHE_CHECK(!metadata.count(kLatheMetadataKey), path, ": metadata key \"", kLatheMetadataKey,
               "\" is reserved for lathe's own document");
   nlohmann::json sums = nlohmann::json::object();
@@ -21,7 +21,7 @@ void save_weights(const std::string& path, const NamedTensors& weights, const Me
   } catch (const nlohmann::json::exception& e) {
     LATHE_FAIL(path, ": a weight name is not valid UTF-8 (", e.what(), ")");
   }
-  write_safetensors(path, weights, meta);
+  write_safetensors(path, weights, meta, existing);
 }
 
 NamedTensors load_weights(const std::string& path, Device device, Metadata* metadata) {

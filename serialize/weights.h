@@ -24,7 +24,8 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 // Tensors may live on any device and have any strides; each is written as a contiguous copy (a
 // tied weight listed under two names is written twice). Atomic: an error leaves `path` as it was.
 // `metadata` is stored as given, except the reserved key "lathe".
-void save_weights(const std::string& path, const NamedTensors& weights, const Metadata& metadata = {});
+void save_weights(const std::string& path, const NamedTensors& weights, const Metadata& metadata = {},
+                  Existing existing = Existing::replace);
 
 // The named tensors in file order, created on `device`; `metadata`, when given, receives the file's
 // metadata. Throws lathe::Error naming the file (and tensor) for a damaged file or bad checksum.

@@ -192,11 +192,25 @@ TEST_CASE("convert: a Hugging Face directory written by lathe has transformers' 
   train::convert_weights(kHf, d.file("hf.safetensors"), {});
   train::convert_weights(d.file("hf.safetensors"), d.file("hf_again"), to(train::WeightsFormat::hf));
   CHECK(same_state(*train::load_weights(d.file("hf_again")).model, *train::load_weights(kHf).model));
-  // Converting into an existing directory replaces the two files and leaves the others alone.
+  // An existing directory is refused, whole; with --overwrite its model is replaced in one swap, and
+  // the files that are not a model's (a README, a tokenizer) are carried over, a stale shard index not.
   d.write("hf_again/README.md", "kept");
-  train::convert_weights(kHfLegacy, d.file("hf_again"), to(train::WeightsFormat::hf));
+  d.write("hf_again/model.safetensors.index.json", "{}");
+  const std::string before = slurp(d.file("hf_again/model.safetensors"));
+  CHECK(error_of([&] { train::convert_weights(kHfLegacy, d.file("hf_again"), to(train::WeightsFormat::hf)); })
+            .find("hf_again is not empty; give --overwrite") != std::string::npos);
+  CHECK(slurp(d.file("hf_again/model.safetensors")) == before);
+  train::ConvertOptions overwrite = to(train::WeightsFormat::hf);
+  overwrite.overwrite = true;
+  train::convert_weights(kHfLegacy, d.file("hf_again"), overwrite);
   CHECK(slurp(d.file("hf_again/README.md")) == "kept");
+  CHECK(!fs::exists(d.file("hf_again/model.safetensors.index.json")));
   CHECK(same_state(*train::load_weights(d.file("hf_again")).model, *train::load_weights(kHfLegacy).model));
+  // Nothing is left beside it: no stage, no old directory.
+  std::vector<std::string> beside;
+  for (const auto& e : fs::directory_iterator(d.path))
+    if (e.path().filename().string().rfind(".hf_again", 0) == 0) beside.push_back(e.path().filename().string());
+  CHECK(beside.empty());
 }
 
 TEST_CASE("convert: a model without biases is written with zero biases, which compute the same logits") {

@@ -337,7 +337,9 @@ TEST_CASE("tokenize: every old shard and killed writer's temporary goes, what is
   d.write("shards/shard_notes.bin", "not a shard name");
   const std::string log_path = d.file("log.txt");
   std::FILE* log = std::fopen(log_path.c_str(), "w");
-  const ShardManifest m = tokenize_corpus(tok, d.file("corpus.txt"), out, 1000, 1, log);
+  CHECK(contains(error_of([&] { tokenize_corpus(tok, d.file("corpus.txt"), out, 1000, 1, nullptr); }),
+                 "is not empty (13 entries); give --overwrite"));
+  const ShardManifest m = tokenize_corpus(tok, d.file("corpus.txt"), out, 1000, 1, log, /*overwrite=*/true);
   std::fclose(log);
   CHECK(m.shards.size() == 1);
   CHECK(d.entries().size() == 3);  // corpus.txt, log.txt, shards
@@ -345,7 +347,7 @@ TEST_CASE("tokenize: every old shard and killed writer's temporary goes, what is
   for (const auto& e : fs::directory_iterator(out)) left.push_back(e.path().filename().string());
   std::sort(left.begin(), left.end());
   CHECK(left == std::vector<std::string>{".lock", "README", "shard_000000.bin", "shard_notes.bin", "tokenizer.json"});
-  CHECK(contains(slurp(log_path), "2 entries that lathe tokenize did not write, left as they are: README, shard_notes.bin"));
+  CHECK(contains(slurp(log_path), "2 entries that lathe tokenize did not write, kept as they are: README, shard_notes.bin"));
   CHECK(error_of([&] { TokenDataset(out, 8); }) == "");
 }
 
@@ -376,11 +378,14 @@ TEST_CASE("tokenize: a tokenizer.json that is not lathe's manifest is refused an
   const BpeTokenizer tok = load_tokenizer("bytes");
   const std::string hf = R"({"version": "1.0", "model": {"type": "BPE"}})";
   d.write("out/tokenizer.json", hf);
-  std::string e = error_of([&] { tokenize_corpus(tok, d.file("corpus.txt"), d.file("out"), 100, 1, nullptr); });
+  // Not even --overwrite replaces it: the one name that lathe's corpus and another program's share.
+  CHECK(contains(error_of([&] { tokenize_corpus(tok, d.file("corpus.txt"), d.file("out"), 100, 1, nullptr); }),
+                 "is not empty (1 entry); give --overwrite"));
+  std::string e = error_of([&] { tokenize_corpus(tok, d.file("corpus.txt"), d.file("out"), 100, 1, nullptr, true); });
   CHECK(contains(e, d.file("out/tokenizer.json") + " is not the manifest of lathe's token shards"));
   CHECK(slurp(d.file("out/tokenizer.json")) == hf);
   d.write("out/tokenizer.json", "{not json");
-  CHECK(contains(error_of([&] { tokenize_corpus(tok, d.file("corpus.txt"), d.file("out"), 100, 1, nullptr); }),
+  CHECK(contains(error_of([&] { tokenize_corpus(tok, d.file("corpus.txt"), d.file("out"), 100, 1, nullptr, true); }),
                  "is not JSON"));
   // A file where the directory should be.
   d.write("file_out", "x");
@@ -396,7 +401,7 @@ TEST_CASE("tokenize: a rewrite with another tokenizer leaves the new corpus alon
   const std::string out = d.file("shards");
   const BpeTokenizer trained = made_tokenizer(d, 300);
   tokenize_corpus(load_tokenizer("bytes"), d.file("corpus.txt"), out, 500, 1, nullptr);  // many small shards
-  tokenize_corpus(trained, d.file("corpus.txt"), out, 100000, 1, nullptr);               // one shard
+  tokenize_corpus(trained, d.file("corpus.txt"), out, 100000, 1, nullptr, true);         // one shard
   const TokenDataset data(out, 8);
   CHECK(data.bpe_tokenizer().identity().checksum == trained.identity().checksum);
   CHECK(data.manifest().shards.size() == 1);

@@ -1304,7 +1304,9 @@ def shard_directory_cases(inp):
         Case("tokenize.data.inside_out", tokenize(inp.corpus_dir + "/a.txt", inp.corpus_dir), says="lies inside --out"),
         Case("tokenize.out.locked", tokenize(inp.corpus, inp.locked_out),
              says=f"another lathe tokenize (process {os.getpid()})"),
-        Case("tokenize.out.foreign_manifest", tokenize(inp.corpus, inp.foreign_out), says="is not the manifest"),
+        Case("tokenize.out.not_empty", tokenize(inp.corpus, inp.foreign_out), says="give --overwrite"),
+        Case("tokenize.out.foreign_manifest", tokenize(inp.corpus, inp.foreign_out) + ["--overwrite"],
+             says="is not the manifest"),
         Case("tokenizer.train.out.empty", ["tokenizer", "train", "--data", inp.corpus, "--vocab-size", "300", "--out", ""],
              says="--out must name"),
     ]

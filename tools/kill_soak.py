@@ -13,12 +13,14 @@ ones aside), kills it after a random delay, then checks:
   - the file a round resumed from still exists;
   - once any checkpoint was written, the run directory still holds at least one.
 
---mode tokenize. Each round starts `lathe tokenize` rewriting one shard directory, alternating
-between three runs that differ in tokenizer (bytes, or one trained on the corpus) and shard size,
-kills it after a random delay within its usual duration, then opens the directory as `lathe
-train --data DIR --steps 1` does. The train must either refuse it with one "lathe: ..." line, or
-accept it and the directory then be exactly one of the three runs' outputs, written whole once
-beforehand: the same manifest, the same shard files with the same bytes, nothing else of lathe's.
+--mode tokenize. Each round starts `lathe tokenize --overwrite` rewriting one shard directory,
+alternating between three runs that differ in tokenizer (bytes, or one trained on the corpus) and
+shard size, kills it after a random delay within its usual duration, then opens the directory as
+`lathe train --data DIR --steps 1` does. Before any round has finished, the train may refuse it
+with one "lathe: ..." line (there is no corpus yet); from then on it must accept it, and the
+directory must be exactly one of the three runs' outputs, written whole once beforehand: the same
+manifest, the same shard files with the same bytes, nothing else of lathe's. (The new corpus is
+written beside the directory and swapped in whole, so a kill leaves the old one or the new one.)
 
 Prints one line per failure and a summary; exit status 1 on any failure.
 """
@@ -83,6 +85,7 @@ def soak_train(args):
             proc.send_signal(signal.SIGKILL)
             kills += 1
         _, err = proc.communicate()
+        whole_once = whole_once or proc.returncode == 0
         if proc.returncode not in (-signal.SIGKILL, 0):
             failures.append(f"round {kills}: lathe exited {proc.returncode}: {err.decode().strip()[:300]}")
         for path in all_checkpoints(run_dir):
@@ -135,7 +138,8 @@ def soak_tokenize(args):
     # Three runs that differ in tokenizer and shard size, so that any mix of two shows.
     runs = [("bytes", 20000), (tok, 7000), (tok, 50000)]
     command = lambda tokenizer, shard_tokens, out: [lathe, "tokenize", "--tokenizer", tokenizer, "--data", corpus,
-                                                    "--out", out, "--shard-tokens", str(shard_tokens), "--threads", "1"]
+                                                    "--out", out, "--shard-tokens", str(shard_tokens), "--threads", "1",
+                                                    "--overwrite"]
     references, durations = [], []
     for i, (tokenizer, shard_tokens) in enumerate(runs):
         out = os.path.join(work, f"reference{i}")
@@ -148,6 +152,7 @@ def soak_tokenize(args):
              "--sample-tokens", "0", "--quiet", "--threads", "1"]
 
     failures, kills, rounds, accepted, refused = [], 0, 0, 0, 0
+    whole_once = False  # a round has finished: from then on the directory always holds a whole corpus
     start = time.time()
     while kills < args.kills and not failures:
         r = rounds % len(runs)
@@ -158,6 +163,7 @@ def soak_tokenize(args):
             proc.send_signal(signal.SIGKILL)
             kills += 1
         _, err = proc.communicate()
+        whole_once = whole_once or proc.returncode == 0
         if proc.returncode not in (-signal.SIGKILL, 0):
             failures.append(f"round {rounds}: lathe tokenize exited {proc.returncode}: {err.decode().strip()[:300]}")
             break
@@ -174,6 +180,8 @@ def soak_tokenize(args):
             if t.returncode != 1 or len(lines) != 1 or not lines[0].startswith("lathe: "):
                 failures.append(f"round {rounds}: lathe train refused {data} without one error line "
                                 f"(exit {t.returncode}): {t.stderr[:300]!r}")
+            elif whole_once:
+                failures.append(f"round {rounds}: a kill left {data} without a whole corpus: {lines[0][:300]}")
     for f in failures:
         print(f)
     verdict = "each time as one whole run" if not failures else "not always as one whole run"

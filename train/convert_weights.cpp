@@ -1,8 +1,12 @@
 #include "train/convert_weights.h"
 
+#include <sys/stat.h>
+
+#include "core/finite.h"
 #include "data/bpe_tokenizer.h"
 #include "data/byte_tokenizer.h"
 #include "serialize/hf_gpt2.h"
+#include "serialize/json_document.h"
 #include "serialize/llmc.h"
 
 namespace lathe::train {
@@ -13,15 +17,31 @@ ConvertSummary convert_weights(const std::string& in, const std::string& out, co
   LATHE_CHECK(!o.bf16 || o.to == WeightsFormat::llmc, "convert: bf16 is llm.c's version 5; it needs --to llmc");
   LATHE_CHECK(o.tokenizer.empty() || o.to == WeightsFormat::lathe,
               "convert: only lathe's weights file records a tokenizer; --tokenizer needs --to lathe");
+  // Where the output goes is checked first: a refusal costs no conversion.
+  const serialize::Existing existing = o.overwrite ? serialize::Existing::replace : serialize::Existing::refuse;
+  if (o.to == WeightsFormat::hf) {
+    serialize::check_model_directory_writable(out, o.overwrite);
+  } else {
+    struct stat st {};
+    LATHE_CHECK(o.overwrite || ::lstat(out.c_str(), &st) != 0, out, " exists; give --overwrite to replace it, or "
+                "choose another output");
+  }
   LoadedModel loaded = load_weights(in, Device::cpu());
   const nn::GPT& model = *loaded.model;
+  // A NaN or an infinity in the weights would be carried into a file that another program loads
+  // as a model (and that, with a tied head, computes NaN logits for every token).
+  for (const auto& [name, p] : model.named_parameters()) {
+    const int64_t at = first_non_finite(p);
+    LATHE_CHECK(at < 0, in, ": tensor '", name, "' holds ", p.flatten().narrow(0, at, 1).item(), " at element ", at,
+                " (of ", shape_str(p.shape()), "); refusing to convert weights that are not finite");
+  }
   ConvertSummary summary{loaded.format, model.config(), model.num_params()};
   switch (o.to) {
     case WeightsFormat::hf:
-      serialize::write_hf_gpt2(out, model.config(), model.state_dict());
+      serialize::write_hf_gpt2(out, model.config(), model.state_dict(), o.overwrite);
       break;
     case WeightsFormat::llmc:
-      serialize::write_llmc(out, model.config(), model.state_dict(), o.bf16 ? DType::bf16 : DType::f32);
+      serialize::write_llmc(out, model.config(), model.state_dict(), o.bf16 ? DType::bf16 : DType::f32, existing);
       break;
     case WeightsFormat::lathe:
     case WeightsFormat::checkpoint: {
@@ -37,8 +57,8 @@ ConvertSummary convert_weights(const std::string& in, const std::string& out, co
       } else if (recorded != loaded.metadata.end()) {
         meta["tokenizer"] = recorded->second;
       }
-      meta["converted_from"] = nlohmann::json{{"format", weights_format_name(loaded.format)}, {"path", in}}.dump();
-      save_weights(out, model, meta);
+      meta["converted_from"] = nlohmann::json{{"format", weights_format_name(loaded.format)}, {"path", serialize::path_to_json(in)}}.dump();
+      save_weights(out, model, meta, existing);
       break;
     }
   }

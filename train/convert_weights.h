@@ -5,7 +5,9 @@
 //   hf      a Hugging Face GPT-2 directory (serialize/hf_gpt2.h)
 //   llmc    llm.c's model file, version 3 (f32) or, with bf16, 5 (serialize/llmc.h)
 // The weights go through lathe's GPT, so whatever IN holds is checked as a model before anything
-// is written, and OUT is written atomically: an error leaves it as it was.
+// is written, and OUT is written atomically: an error or a kill leaves it as it was. OUT must not
+// exist (a Hugging Face directory may be empty) unless `overwrite` is given; two conversions to
+// one new OUT started at once: one writes it, the other is refused.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +21,7 @@ namespace lathe::train {
 struct ConvertOptions {
   WeightsFormat to = WeightsFormat::lathe;  // lathe, hf or llmc
   bool bf16 = false;                        // llmc: version 5
+  bool overwrite = false;                   // replace an existing OUT (hf: its config and weights)
   // lathe: the tokenizer to record (a TOK of data/bpe_tokenizer.h); "" keeps what IN records.
   std::string tokenizer;
 };

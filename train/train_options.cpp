@@ -5,9 +5,11 @@
 #include <limits>
 #include <regex>
 #include <thread>
+#include <type_traits>
 
 #include "core/error.h"
 #include "nn/precision.h"
+#include "serialize/json_document.h"
 
 namespace lathe::train {
 
@@ -116,10 +118,16 @@ void for_each_option(TrainOptions& o, F&& f) {
   f("init_from", o.init_from);
 }
 
+// Text options are paths (data, out, config, init_from) or patterns, which are bytes on Linux: each
+// goes through serialize's path form, a string when it is UTF-8 (so every checkpoint reads as
+// before) and its bytes in hex when not (a run on ./data\xff trained, then could not save).
 nlohmann::json to_json(const TrainOptions& o) {
   nlohmann::json j = nlohmann::json::object();
   TrainOptions copy = o;
-  for_each_option(copy, [&](const char* key, auto& value) { j[key] = value; });
+  for_each_option(copy, [&](const char* key, auto& value) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, std::string>) j[key] = serialize::path_to_json(value);
+    else j[key] = value;
+  });
   return j;
 }
 
@@ -132,7 +140,9 @@ TrainOptions train_options_from_json(const nlohmann::json& j) {
     if (it == j.end()) return;
     ++known;
     try {
-      it->get_to(value);
+      if constexpr (std::is_same_v<std::decay_t<decltype(value)>, std::string>)
+        value = serialize::path_from_json(*it, std::string("training options: \"") + key + "\"");
+      else it->get_to(value);
     } catch (const nlohmann::json::exception&) {
       LATHE_FAIL("training options: \"", key, "\" has the wrong type (", it->type_name(), ")");
     }

@@ -47,6 +47,9 @@ struct TrainOptions {
   std::string init_from;
   int threads = 0;              // CPU threads; 0: OpenMP's default
   std::string out;              // run directory (metrics.jsonl, loss.svg, model.safetensors); "": runs/<config>
+  // A fresh run in an --out that holds files: replace the run files there (train/run_directory.h).
+  // Not saved with the run: an instruction for this start, not a setting a resume keeps.
+  bool overwrite = false;
   int64_t sample_tokens = 200;  // sample printed at the end; 0: none
   double progress_seconds = 2;  // a progress line at least this often
   bool quiet = false;           // no progress lines (tests)

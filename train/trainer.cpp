@@ -10,6 +10,7 @@
 
 #include "core/autograd.h"
 #include "core/device_collectives.h"
+#include "core/finite.h"
 #include "core/format.h"
 #include "core/ops.h"
 #include "data/bpe_tokenizer.h"
@@ -23,6 +24,7 @@
 #include "train/nanogpt_groups.h"
 #include "train/optimizer_registry.h"
 #include "train/run_checkpoints.h"
+#include "train/run_directory.h"
 #include "train/system_info.h"
 #include "train/train_step.h"
 #include "train/weights_file.h"
@@ -83,22 +85,7 @@ int64_t restore_metrics(const std::string& path, int64_t step, LossCurves& curve
   return skipped;
 }
 
-// Whether every element of a floating tensor is finite (integer tensors always are). Reads a host
-// copy in f32 or f64, one pass.
-bool all_finite(const Tensor& t) {
-  if (!t.defined() || !is_floating(t.dtype())) return true;
-  NoGradGuard no_grad;
-  Tensor h = t.detach();
-  if (!h.device().is_cpu()) h = h.to(Device::cpu());
-  if (h.dtype() != DType::f32 && h.dtype() != DType::f64) h = h.to(DType::f32);
-  h = h.contiguous();
-  auto finite_range = [](const auto* p, int64_t n) {
-    for (int64_t i = 0; i < n; ++i)
-      if (!std::isfinite(p[i])) return false;
-    return true;
-  };
-  return h.dtype() == DType::f64 ? finite_range(h.data<double>(), h.numel()) : finite_range(h.data<float>(), h.numel());
-}
+bool all_finite(const Tensor& t) { return first_non_finite(t) < 0; }
 
 }  // namespace
 
@@ -313,7 +300,7 @@ StepResult Trainer::train_step() {
   // The loss is the same on every rank, so every rank stops here with the same error.
   if (!std::isfinite(r.loss))
     throw dist::CollectiveError(detail::cat("training diverged: the loss is ", r.loss, " at step ", state_.step + 1,
-                                            " (lr ", r.lr, "); try a lower --lr or a --grad-clip"),
+                                            " (lr ", r.lr, "); ", divergence_advice()),
                                 1, comm_->rank() == 0);
   ++state_.step;
   r.seconds = seconds_since(t0);
@@ -347,17 +334,28 @@ double Trainer::evaluate(data::Split split) {
   return mean;
 }
 
+std::string Trainer::divergence_advice() const {
+  const TrainOptions& o = options_;
+  // Decoupled weight decay multiplies each matrix by 1 - lr x wd a step: at 1 or more it zeroes or
+  // flips them, whatever the learning rate does otherwise.
+  const double decay = std::max(o.lr, o.optimizer == "muon" ? o.adam_lr : 0.0) * o.weight_decay;
+  if (decay >= 1)
+    return detail::cat("--weight-decay ", o.weight_decay, " at this lr scales the weights by 1 - lr x wd = ", 1 - decay,
+                       " a step, which zeroes or flips them: lower --weight-decay (0.1 is usual)");
+  return "try a lower --lr or a --grad-clip";
+}
+
 void Trainer::check_finite_state(bool with_optimizer) const {
   const std::string step = std::to_string(state_.step);
   for (const auto& [name, p] : state_.model->named_parameters())
     LATHE_CHECK(all_finite(p), "training diverged at step ", step, ": parameter ", name,
                 " holds a non-finite value after the update (lr ", options_.lr,
-                "); nothing was saved, earlier checkpoints are kept; try a lower --lr or a --grad-clip");
+                "); nothing was saved, earlier checkpoints are kept; ", divergence_advice());
   if (!with_optimizer) return;
   for (const optim::StateEntry& e : state_.optimizer->state_entries())
     LATHE_CHECK(all_finite(e.tensor), "training diverged at step ", step, ": optimizer state optim.", e.name,
                 " holds a non-finite value (lr ", options_.lr,
-                "); nothing was saved, earlier checkpoints are kept; try a lower --lr or a --grad-clip");
+                "); nothing was saved, earlier checkpoints are kept; ", divergence_advice());
 }
 
 void Trainer::save_weights(const std::string& path) const {
@@ -438,11 +436,11 @@ TrainSummary Trainer::run(std::FILE* log) {
   // The directory's checks are rank 0's, and every rank stops with its error (printed once).
   dist::on_every_rank(*comm_, [&] {
     if (!writer) return;
-    std::error_code ec;
-    std::filesystem::create_directories(o.out, ec);
-    LATHE_CHECK(!ec, "--out ", o.out, ": cannot create the directory: ", ec.message());
-    lock.emplace(dir, "lathe train", "run directory");
     if (resumed_) {
+      std::error_code ec;
+      std::filesystem::create_directories(o.out, ec);
+      LATHE_CHECK(!ec, "--out ", o.out, ": cannot create the directory: ", ec.message());
+      lock.emplace(dir, "lathe train", "run directory");
       // The metrics first: a bad line fails the resume before any checkpoint is moved.
       skipped_steps = restore_metrics(dir + "/metrics.jsonl", state_.step, curves);
       const std::string aside = move_aside_superseded(dir, state_.step, resumed_from_);
@@ -450,10 +448,7 @@ TrainSummary Trainer::run(std::FILE* log) {
         std::fprintf(stderr, "lathe: moved the checkpoints of %s that a run resumed at step %lld does not continue into %s\n",
                      dir.c_str(), (long long)state_.step, aside.c_str());
     } else {
-      // A fresh run would interleave its checkpoints with another run's and prune them.
-      const auto existing = list_checkpoints(dir);
-      LATHE_CHECK(existing.empty(), "--out ", dir, " already holds checkpoints of a run (newest ", existing.back().second,
-                  "); continue it with --resume ", dir, ", or choose another --out");
+      prepare_fresh_run_directory(dir, o.overwrite, {o.data, o.init_from}, lock);
     }
   });
   if (resumed_ && state_.step == o.steps) return finish_complete_run(dir, log);

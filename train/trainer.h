@@ -130,6 +130,8 @@ class Trainer {
   double evaluate(data::Split split);
   // model.safetensors with the config, step and last validation loss in its metadata.
   void save_weights(const std::string& path) const;
+  // What to change when training diverged: the weight decay where lr x wd >= 1, else the lr.
+  std::string divergence_advice() const;
   // The whole training state (serialize/checkpoint.h), atomically. In a data parallel run every
   // rank calls it (ZeRO-1 gathers the sharded state to rank 0) and only rank 0 writes.
   void save_checkpoint(const std::string& path) const;

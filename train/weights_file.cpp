@@ -13,13 +13,14 @@
 
 namespace lathe::train {
 
-void save_weights(const std::string& path, const nn::GPT& model, serialize::Metadata extra) {
+void save_weights(const std::string& path, const nn::GPT& model, serialize::Metadata extra,
+                  serialize::Existing existing) {
   extra["format"] = kWeightsFormat;
   extra["config"] = model.config().to_json().dump();
   if (extra.find("tokenizer") == extra.end()) extra["tokenizer"] = "bytes";  // the trainer names any other
   // serialize::save_weights records every tensor's checksum (metadata "lathe"), as checkpoints do,
   // so that a flipped bit is found by whoever loads the file.
-  serialize::save_weights(path, model.state_dict(), extra);
+  serialize::save_weights(path, model.state_dict(), extra, existing);
 }
 
 const char* weights_format_name(WeightsFormat f) {

@@ -23,7 +23,8 @@ inline constexpr const char* kWeightsFormat = "lathe-gpt-weights";
 // The "tokenizer" of weights whose tokenizer is not known (lathe sample then needs --tokenizer).
 inline constexpr const char* kUnknownTokenizer = "none";
 
-void save_weights(const std::string& path, const nn::GPT& model, serialize::Metadata extra = {});
+void save_weights(const std::string& path, const nn::GPT& model, serialize::Metadata extra = {},
+                  serialize::Existing existing = serialize::Existing::replace);
 
 // The files a model's weights come in.
 enum class WeightsFormat {

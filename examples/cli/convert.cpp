@@ -13,6 +13,7 @@ struct ConvertArgs {
   std::string in, out;
   std::string to = "lathe";
   bool bf16 = false;
+  bool overwrite = false;
   std::string tokenizer;
 };
 
@@ -35,6 +36,7 @@ void run_convert(const ConvertArgs& a, bool to_given) {
     throw UsageError("OUT " + a.out + " ends in .bin, the name of llm.c's model files: give --to llmc, or name lathe's "
                      "weights file otherwise (e.g. .safetensors)");
   o.bf16 = a.bf16;
+  o.overwrite = a.overwrite;
   o.tokenizer = a.tokenizer;
   const train::ConvertSummary s = train::convert_weights(a.in, a.out, o);
   const nn::GPTConfig& c = s.config;
@@ -51,7 +53,8 @@ void add_convert_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("convert", "Convert a GPT's weights between lathe's, Hugging Face's and llm.c's formats");
   cmd->footer(
       "IN: a weights file or checkpoint of lathe train, a Hugging Face GPT-2 directory (config.json and\n"
-      "model.safetensors) or an llm.c model file (.bin). OUT is written atomically. Examples:\n"
+      "model.safetensors) or an llm.c model file (.bin). OUT is written atomically, and must not exist\n"
+      "(a Hugging Face directory may be empty) unless --overwrite is given. Examples:\n"
       "  lathe convert gpt2/ gpt2.safetensors --tokenizer gpt2   (then lathe sample --checkpoint gpt2.safetensors)\n"
       "  lathe convert runs/tiny/model.safetensors tiny-hf --to hf\n"
       "  lathe convert gpt2_124M.bin gpt2_124M_bf16.bin --to llmc --bf16");
@@ -62,6 +65,8 @@ void add_convert_command(CLI::App& app) {
                                             "llmc (llm.c's model file)")
                  ->capture_default_str();
   cmd->add_flag("--bf16", a->bf16, "llmc: bf16 weights (llm.c's version 5) instead of f32 (version 3)");
+  cmd->add_flag("--overwrite", a->overwrite,
+                "replace an existing OUT (hf: its config and weights, in one swap; other files are kept)");
   cmd->add_option("--tokenizer", a->tokenizer,
                   "lathe: record this tokenizer (bytes, gpt2, a vocab.bpe or a `lathe tokenizer train` file) for "
                   "lathe sample; by default what IN records");

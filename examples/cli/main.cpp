@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/format.h"
 #include "examples/cli/commands.h"
 #include "train/dist/agreement.h"
 
@@ -87,23 +88,23 @@ int main(int argc, char** argv) {
       return finish();
     }
     // One line, like every other lathe error; CLI11's own message names the option and the value.
-    std::fprintf(stderr, "lathe: %s (see --help)\n", e.what());
+    std::fprintf(stderr, "lathe: %s (see --help)\n", lathe::printable(e.what()).c_str());
     return 2;
   } catch (const lathe::cli::NegativeVerdict&) {
     finish();
     return 1;
   } catch (const lathe::dist::CollectiveError& e) {
     // Every process of a data parallel run raised it: rank 0 says it for all of them.
-    if (e.print_here) std::fprintf(stderr, "lathe: %s\n", e.what());
+    if (e.print_here) std::fprintf(stderr, "lathe: %s\n", lathe::printable(e.what()).c_str());
     return e.exit_code;
   } catch (const lathe::cli::UsageError& e) {
-    std::fprintf(stderr, "lathe: %s\n", e.what());
+    std::fprintf(stderr, "lathe: %s\n", lathe::printable(e.what()).c_str());
     return 2;
   } catch (const lathe::Error& e) {
-    std::fprintf(stderr, "lathe: %s\n", e.what());
+    std::fprintf(stderr, "lathe: %s\n", lathe::printable(e.what()).c_str());
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "lathe: %s\n", e.what());
+    std::fprintf(stderr, "lathe: %s\n", lathe::printable(e.what()).c_str());
     return 1;
   }
   return finish();

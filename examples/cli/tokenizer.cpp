@@ -158,6 +158,7 @@ struct TokenizeOptions {
   std::string out;
   uint64_t shard_tokens = data::kDefaultShardTokens;
   int threads = 0;
+  bool overwrite = false;
 };
 
 void run_tokenize(const TokenizeOptions& o) {
@@ -166,7 +167,8 @@ void run_tokenize(const TokenizeOptions& o) {
   if (o.threads < 0) throw UsageError("--threads must be >= 0 (0: all processors), got " + std::to_string(o.threads));
   if (o.out.empty()) throw UsageError("--out must name a directory, got an empty string");
   const data::BpeTokenizer tok = data::load_tokenizer(o.tokenizer);
-  data::tokenize_corpus(tok, o.data, o.out, size_t(o.shard_tokens), o.threads == 0 ? default_threads() : o.threads, stdout);
+  data::tokenize_corpus(tok, o.data, o.out, size_t(o.shard_tokens), o.threads == 0 ? default_threads() : o.threads, stdout,
+                        o.overwrite);
 }
 
 }  // namespace
@@ -214,7 +216,9 @@ void add_tokenize_command(CLI::App& app) {
       ->required();
   cmd->add_option("--data", o->data, "text file or directory (each file a document, in sorted path order)")
       ->capture_default_str();
-  cmd->add_option("--out", o->out, "directory of shard_000000.bin, ... and tokenizer.json")->required();
+  cmd->add_option("--out", o->out, "directory of shard_000000.bin, ... and tokenizer.json (absent or empty)")->required();
+  cmd->add_flag("--overwrite", o->overwrite,
+                "--out holds files: replace its shards and tokenizer.json in one swap (other files are kept)");
   cmd->add_option("--shard-tokens", o->shard_tokens, "tokens per shard")->capture_default_str();
   cmd->add_option("--threads", o->threads, "encoding threads (0: all processors)")->capture_default_str();
   cmd->callback([o] { run_tokenize(*o); });

@@ -197,7 +197,10 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--threads", o->threads,
                   "CPU threads (default: OMP_NUM_THREADS, else as many as other processes leave cores free, checked as it runs; at most 4 x the hardware threads)")
       ->check(integer_in_range<int>());
-  cmd->add_option("--out", o->out, "run directory (default: runs/CONFIG)");
+  cmd->add_option("--out", o->out, "run directory (default: runs/CONFIG); a fresh run needs it absent or empty");
+  cmd->add_flag("--overwrite", o->overwrite,
+                "a fresh run in an --out that holds files: replace the run files there (checkpoints, model, metrics) "
+                "in one swap, keeping other files; never the run's own --data or --init-from");
   cmd->add_option("--sample-tokens", o->sample_tokens, "bytes of the sample printed at the end; 0: none")
       ->capture_default_str()
       ->check(in_i64);
@@ -220,6 +223,8 @@ void add_train_command(CLI::App& app) {
                   "optimizer state), e.g. 'wte' or '^transformer\\.h\\.0\\.'");
   cmd->callback([o, lr, cmd, config, init_from] {
     check_explicit_values(*cmd, *o);
+    if (!o->resume.empty() && o->overwrite)
+      throw UsageError("--overwrite is for a fresh run; --resume continues the run in its own directory");
     if (!o->resume.empty()) {
       std::vector<std::string> given;  // TrainOptions JSON keys of the flags on the command line
       for (const CLI::Option* opt : cmd->get_options()) {
