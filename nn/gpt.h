@@ -59,7 +59,8 @@ struct GPTConfig {
   // "norm_weight", "activation": "gelu_tanh" | "squared_relu" | "swiglu", "qk_norm",
   // "tie_embeddings", "logit_softcap"). The first five are required; every other field defaults as
   // above. Errors name the missing or bad field.
-  nlohmann::json to_json() const;
+  // every_field: the switches at their defaults too (to compare two configs field by field).
+  nlohmann::json to_json(bool every_field = false) const;
   static GPTConfig from_json(const nlohmann::json& j);
 
   int64_t head_size() const { return n_head > 0 ? n_embd / n_head : 0; }

@@ -166,19 +166,19 @@ GPTConfig GPTConfig::preset(const std::string& name) {
   LATHE_FAIL("GPT config: unknown preset \"", name, "\" (presets: ", all, ")");
 }
 
-nlohmann::json GPTConfig::to_json() const {
+nlohmann::json GPTConfig::to_json(bool every_field) const {
   nlohmann::json j = {{"vocab_size", vocab_size}, {"block_size", block_size}, {"n_layer", n_layer},
                       {"n_head", n_head},         {"n_embd", n_embd},         {"bias", bias},
                       {"dropout", dropout}};
   // The switches only where they differ from GPT-2's model, whose config then reads as before.
-  if (rope != kDefaults.rope) j["rope"] = rope;
-  if (rope_base != kDefaults.rope_base) j["rope_base"] = rope_base;
-  if (norm != kDefaults.norm) j["norm"] = norm_kind_name(norm);
-  if (norm_weight != kDefaults.norm_weight) j["norm_weight"] = norm_weight;
-  if (activation != kDefaults.activation) j["activation"] = activation_name(activation);
-  if (qk_norm != kDefaults.qk_norm) j["qk_norm"] = qk_norm;
-  if (tie_embeddings != kDefaults.tie_embeddings) j["tie_embeddings"] = tie_embeddings;
-  if (logit_softcap != kDefaults.logit_softcap) j["logit_softcap"] = logit_softcap;
+  if (every_field || rope != kDefaults.rope) j["rope"] = rope;
+  if (every_field || rope_base != kDefaults.rope_base) j["rope_base"] = rope_base;
+  if (every_field || norm != kDefaults.norm) j["norm"] = norm_kind_name(norm);
+  if (every_field || norm_weight != kDefaults.norm_weight) j["norm_weight"] = norm_weight;
+  if (every_field || activation != kDefaults.activation) j["activation"] = activation_name(activation);
+  if (every_field || qk_norm != kDefaults.qk_norm) j["qk_norm"] = qk_norm;
+  if (every_field || tie_embeddings != kDefaults.tie_embeddings) j["tie_embeddings"] = tie_embeddings;
+  if (every_field || logit_softcap != kDefaults.logit_softcap) j["logit_softcap"] = logit_softcap;
   return j;
 }
 

@@ -341,6 +341,26 @@ std::string state_name(StateScope scope, int64_t index, const std::string& key) 
   return std::string(scope_name(scope)) + "." + (index >= 0 ? std::to_string(index) + "." : "") + key;
 }
 
+namespace {
+
+// A step counter (every optimizer's state "step") holds whole numbers from 0 to 2^53: a NaN, a
+// negative or a fractional count would be taken on as a step number (-9223372036854775804 after a
+// NaN went through int64) and the bias corrections computed from it.
+void check_step_counts(const std::string& kind, const std::string& name, const StateSource& src) {
+  Tensor t;
+  if (const auto* tensor = std::get_if<Tensor>(&src.value)) {
+    t = *tensor;
+  } else {
+    const auto& hb = std::get<HostBytes>(src.value);
+    t = Tensor::from_bytes(hb.data, hb.shape, hb.dtype, Device::cpu());
+  }
+  for (double v : t.to(Device::cpu()).to_vector<double>())
+    LATHE_CHECK(std::isfinite(v) && v >= 0 && v <= 9007199254740992.0 && std::floor(v) == v, kind, ": state \"", name,
+                "\" counts steps and must hold whole numbers from 0 to 2^53, got ", v);
+}
+
+}  // namespace
+
 std::vector<Optimizer::CheckedState> Optimizer::checked_state(const std::map<std::string, StateSource>& sources) const {
   const std::string k = kind();
   std::vector<CheckedState> items;
@@ -378,6 +398,7 @@ std::vector<Optimizer::CheckedState> Optimizer::checked_state(const std::map<std
     }
     if (sp->scope() != StateScope::param)
       LATHE_CHECK(numel_of(shape) == 1, k, ": state \"", name, "\" must hold one value, got shape ", shape_str(shape));
+    if (sp->key() == "step") check_step_counts(k, name, src);
     items.push_back(CheckedState{pn, sp, &src});
   }
   return items;

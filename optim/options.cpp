@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/json_value.h"
+
 namespace lathe::optim {
 
 NumberCheck learning_rate() {
@@ -56,9 +58,9 @@ bool flag(const nlohmann::json& v, const std::string& name, const char* opt) {
   return v.get<bool>();
 }
 
-int64_t integer(const nlohmann::json& v, const std::string& name, const char* opt) {
-  LATHE_CHECK(v.is_number_integer(), opt, ": invalid ", name, " = ", v.dump(), " (must be an integer)");
-  return v.get<int64_t>();
+int64_t integer(const nlohmann::json& v, const std::string& name, const char* opt, int64_t min) {
+  // Read as written: 2^64 is not "not an integer", nor 2^64 - 1 the integer -1.
+  return json_integer(v, min, INT64_MAX, std::string(opt) + ": option \"" + name + "\"");
 }
 
 std::pair<double, double> number_pair(const nlohmann::json& v, const std::string& name, const char* opt) {

@@ -46,7 +46,8 @@ struct Option {
 namespace json_read {
 double number(const nlohmann::json& v, const std::string& name, const char* opt);
 bool flag(const nlohmann::json& v, const std::string& name, const char* opt);
-int64_t integer(const nlohmann::json& v, const std::string& name, const char* opt);
+// An integer from `min` to INT64_MAX, reported as written when it is not one.
+int64_t integer(const nlohmann::json& v, const std::string& name, const char* opt, int64_t min);
 std::pair<double, double> number_pair(const nlohmann::json& v, const std::string& name, const char* opt);
 std::array<double, 3> number_triple(const nlohmann::json& v, const std::string& name, const char* opt);
 // null or "inf" / "Infinity": no limit (JSON has no infinity)
@@ -73,7 +74,7 @@ Option<O> flag(std::string name, bool O::*m, bool def) {
 template <class O>
 Option<O> positive_integer(std::string name, int64_t O::*m, int64_t def) {
   return {name, [=](O& o) { o.*m = def; },
-          [=](O& o, const nlohmann::json& v, const char* opt) { o.*m = json_read::integer(v, name, opt); },
+          [=](O& o, const nlohmann::json& v, const char* opt) { o.*m = json_read::integer(v, name, opt, 1); },
           [=](const O& o) { return nlohmann::json(o.*m); },
           [=](const O& o, const char* opt) {
             LATHE_CHECK(o.*m >= 1, opt, ": invalid ", name, " = ", o.*m, " (must be an integer >= 1)");

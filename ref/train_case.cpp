@@ -199,6 +199,7 @@ void load_case_state(const serialize::SafetensorsFile& c, optim::Optimizer& opt,
   const auto names = parameter_names(model);
   for (size_t i = 0; i < opt.num_params(); ++i) index_of[names.at(opt.param(int64_t(i)).id())] = int64_t(i);
   std::map<std::string, optim::StateSource> sources;
+  std::map<std::string, std::string> case_name;  // the optimizer's name -> the case's
   for (const auto& [name, t] : c.tensors) {
     if (name.rfind(kStatePrefix, 0) != 0) continue;
     const std::string rest = name.substr(std::string(kStatePrefix).size());
@@ -213,8 +214,18 @@ void load_case_state(const serialize::SafetensorsFile& c, optim::Optimizer& opt,
                 "\" names no parameter the optimizer holds (expected optimizer_state.<parameter name>.<key>, "
                 "optimizer_state.group.<g>.<key> or optimizer_state.global.<key>)");
     sources["param." + std::to_string(it->second) + rest.substr(dot)] = optim::StateSource{t};
+    case_name["param." + std::to_string(it->second) + rest.substr(dot)] = name;
   }
   if (sources.empty()) return;
+  // Each tensor alone first, so that an error names the case's tensor, not the optimizer's number
+  // for it ("param.0.exp_avg, part 0").
+  for (const auto& [own, src] : sources) {
+    try {
+      opt.check_state({{own, src}});
+    } catch (const Error& e) {
+      LATHE_FAIL(kTrainCase, "\"", case_name.count(own) ? case_name[own] : kStatePrefix + own, "\": ", e.what());
+    }
+  }
   try {
     opt.load_state(sources);
   } catch (const Error& e) {

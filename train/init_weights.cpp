@@ -19,11 +19,12 @@ InitialWeights load_initial_weights(const TrainOptions& o) {
     return out;
   }
   out.model_choice = resolve_model_config(o.config);
-  const nlohmann::json given = out.model_choice.config.to_json(), held = file.to_json();
+  // Every field, the switches at their defaults included: a switch that --config sets and the file's
+  // model lacks differs as much as one the file has and --config lacks.
+  const nlohmann::json given = out.model_choice.config.to_json(true), held = file.to_json(true);
   for (const auto& [key, value] : held.items()) {
-    if (key == "dropout" || (given.contains(key) && given[key] == value)) continue;
-    throw InitSettingsError(detail::cat("--config ", o.config, " has ", key, " = ",
-                                        given.contains(key) ? serialize::quote_json(given[key]) : "nothing",
+    if (key == "dropout" || given[key] == value) continue;
+    throw InitSettingsError(detail::cat("--config ", o.config, " has ", key, " = ", serialize::quote_json(given[key]),
                                         ", but --init-from ", o.init_from, " holds a model with ", key, " = ",
                                         serialize::quote_json(value),
                                         "; the model is the file's (leave --config out, or make it agree)"));

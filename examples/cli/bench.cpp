@@ -109,8 +109,9 @@ void run_bench(const BenchOptions& o) {
   check_range("--warmup", o.warmup, 0, kMaxBenchSteps);
   check_range("--batch", o.batch, 0, kMaxBenchBatch);
   check_range("--threads", o.threads, 0, kMaxBenchThreads);
-  if (!(o.peak_tflops > 0 && o.peak_tflops <= 1e6))
-    throw UsageError("--peak-tflops must be a positive number of TFLOP/s (at most 1e6)");
+  // A peak below a GFLOP/s is no machine's (and 1e-300 printed an MFU of 300 digits).
+  if (!(o.peak_tflops >= 1e-3 && o.peak_tflops <= 1e6))
+    throw UsageError("--peak-tflops must be a number of TFLOP/s from 0.001 to 1e6");
   if (o.profile && o.json) throw UsageError("--profile prints a table; it does not go with --json");
   if (o.profile && o.device != "cpu")
     throw UsageError("--profile times the CPU kernels; it does not go with --device " + o.device);
@@ -187,7 +188,7 @@ void run_bench(const BenchOptions& o) {
   std::printf("lathe %s config=%s params=%lld batch=%lld seq=%lld device=%s precision=%s threads=%d\n",
               LATHE_VERSION, choice.name.c_str(), (long long)model.num_params(), (long long)B, (long long)T,
               device.str().c_str(), nn::precision_name(precision), train::openmp_max_threads());
-  std::printf("  %.1f ms/step  %.0f tok/s  %.2f GFLOP/s  MFU %.1f%% of %g TFLOP/s  (%lld timed steps after %lld warm-up)\n",
+  std::printf("  %.1f ms/step  %.0f tok/s  %.2f GFLOP/s  MFU %.3g%% of %g TFLOP/s  (%lld timed steps after %lld warm-up)\n",
               seconds * 1e3, tokens / seconds, flops / seconds / 1e9, 100.0 * mfu, o.peak_tflops, (long long)o.steps,
               (long long)o.warmup);
   std::printf("  peak memory: process RSS %s, %s allocator %s\n", lathe::format_bytes(peak_rss).c_str(),
