@@ -79,6 +79,14 @@ EXPECTED_OK = {
     "convert.llmc.good", "sample.llmc.good", "train.init-from.llmc.good",
     # 50 MB of spaces encode in memory proportionate to the input.
     "tokenizer.encode.spaces_50mb",
+    # The third round: a context of 2^61 or 10^8 positions is a model like any other (its rotary tables
+    # and sampling cache hold the positions used; the cases bound the memory); integral floats are
+    # integers for every field; paths of any bytes; large documents within their time bounds.
+    "round3.sample.rope_block_2_61", "round3.convert.rope_block_2_61", "round3.sample.rope_block_1e8",
+    "round3.convert.rope_block_1e8", "round3.ref.rope_block_2_61", "round3.train.config.batch_float",
+    "round3.train.config.layers_float", "round3.path.train_out", "round3.path.convert_out",
+    "round3.path.tokenize_tokenizer", "round3.inspect.header_80000_entries", "round3.convert.llmc_4000_layers",
+    "round3.convert.llmc_4000_layers_to_llmc",
 }
 
 
@@ -1331,10 +1339,232 @@ def shard_directory_cases(inp):
     return cases
 
 
+# ---------------------------------------------------------------------------------------------
+# The third hardening round (issue 39): the newer surfaces -- convert, the modern block's switches,
+# configs, JSON documents, outputs that hold something, paths that are not UTF-8.
+
+
+def llmc_bytes(layers, C=4, V=8, T=4):
+    """An llm.c version-3 model file of `layers` blocks, n_embd C, one head, every weight 0.01."""
+    per_block = 2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + 4 * C * C + 4 * C + 4 * C * C + C
+    n = V * C + T * C + layers * per_block + 2 * C
+    return struct.pack("<256i", *([20240326, 3, T, V, layers, 1, C, V] + [0] * 248)) + struct.pack(f"<{n}f", *([0.01] * n))
+
+
+def round3_cases(inp):
+    cases = []
+    out_file = lambda name: inp.path("out/r3_" + name)
+    metadata, tensors = read_safetensors(inp.weights)
+    config = json.loads(metadata["config"])
+    no_wpe = [t for t in tensors if t[0] != "transformer.wpe.weight"]
+
+    def weights_with(label, tensor_list=None, keep_checksums=True, raw_config=None, **changes):
+        m = dict(metadata)
+        c = dict(config)
+        c.update(changes)
+        m["config"] = raw_config if raw_config is not None else json.dumps(c)
+        if not keep_checksums:
+            m.pop("lathe", None)
+        return inp.write(f"r3/{label}.safetensors", safetensors_bytes(tensor_list or tensors, m))
+
+    # Sizes in a weights file's config: checked before anything is allocated, the rotary tables and
+    # the sampling cache as large as the positions used (block_size 2^61 segfaulted, 1e8 took GBs).
+    sizes = {
+        "rope_block_2_61": (weights_with("rope_block_2_61", no_wpe, False, rope=True, block_size=2**61), None),
+        "rope_block_1e8": (weights_with("rope_block_1e8", no_wpe, False, rope=True, block_size=10**8), None),
+        "layers_1e6": (weights_with("layers_1e6", n_layer=10**6), "but the file holds only"),
+        "layers_2_40": (weights_with("layers_2_40", n_layer=2**40), "but the file holds only"),
+        "vocab_2_62": (weights_with("vocab_2_62", vocab_size=2**62), "overflows 64-bit arithmetic"),
+        "vocab_uint64_max": (weights_with("vocab_uint64_max", vocab_size=2**64 - 1), "got 18446744073709551615"),
+        "layers_1e30": (weights_with("layers_1e30", n_layer=1e30), "got 1e+30"),
+        "softcap_1e39": (weights_with("softcap_1e39", logit_softcap=1e39), "a positive cap that f32 holds"),
+        "softcap_1e308": (weights_with("softcap_1e308", logit_softcap=1e308), "a positive cap that f32 holds"),
+        "dropout_rounds_to_one": (weights_with("dropout_rounds_to_one", dropout=1 - 1e-12), "(1 in f32)"),
+        "rope_base_without_rope": (weights_with("rope_base_without_rope", rope_base=500000.0), "rope is off"),
+        "tie_null": (weights_with("tie_null", tie_embeddings=None), "\"tie_embeddings\" must be true or false"),
+        "duplicate_key": (weights_with("duplicate_key", raw_config=json.dumps(config)[:-1] + ', "n_layer": 5}'),
+                          "appears twice"),
+    }
+    for label, (path, says) in sizes.items():
+        ok = says is None
+        cases.append(Case(f"round3.sample.{label}", ["sample", "--checkpoint", path, "--tokens", "4", "--prompt", "a"],
+                          says=says, memory_mb=3072, peak_rss_mb=400 if ok else None))
+        cases.append(Case(f"round3.convert.{label}", ["convert", path, out_file(label + ".safetensors")], says=says,
+                          memory_mb=3072, peak_rss_mb=400 if ok else None))
+        if not ok:
+            cases.append(Case(f"round3.init_from.{label}",
+                              ["train", "--init-from", path, "--data", inp.corpus, "--steps", "1", "--eval-iters", "1",
+                               "--sample-tokens", "0", "--quiet", "--out", inp.path("runs/r3_init_" + label)],
+                              says=says, memory_mb=3072))
+    cases.append(Case("round3.convert_hf.rope_block_2_61", ["convert", sizes["rope_block_2_61"][0], out_file("rope_hf"),
+                                                             "--to", "hf"], says="rope = true"))
+    cases.append(Case("round3.init_from.rope_block_2_61",
+                      ["train", "--init-from", sizes["rope_block_2_61"][0], "--data", inp.corpus, "--steps", "1",
+                       "--quiet", "--out", inp.path("runs/r3_init_rope")], says="shorter than one window"))
+    # The same in a checkpoint's document, and a reference case of a context of 2^61.
+    ck_meta, ck_tensors = read_safetensors(inp.checkpoint)
+    doc = json.loads(ck_meta["lathe"])
+    doc["model"]["n_layer"] = 10**6
+    ck = inp.write("r3/ckpt_layers_1e6.safetensors", safetensors_bytes(ck_tensors, dict(ck_meta, lathe=json.dumps(doc))))
+    cases.append(Case("round3.sample.checkpoint_layers_1e6", ["sample", "--checkpoint", ck, "--tokens", "2"],
+                      says="holds only", memory_mb=3072))
+    cases.append(Case("round3.resume.checkpoint_layers_1e6", ["train", "--resume", ck, "--out", inp.path("runs/r3_ck")],
+                      memory_mb=3072))
+    rope_case = edited_case(inp, "gpt_tiny.case.safetensors", "r3_rope_2_61",
+                            edit_spec=lambda spec: spec["config"].update(rope=True, block_size=2**61),
+                            edit_tensors=drop("transformer.wpe.weight"))
+    cases.append(Case("round3.ref.rope_block_2_61", ["ref", rope_case, out_file("rope_case.safetensors")]))
+
+    # Config files: the modern switches and numbers as f32 holds them.
+    def config(label, raw=None, **changes):
+        c = tiny_config()
+        c.update(changes)
+        return inp.write(f"r3/configs/{label}.json", raw if raw is not None else json.dumps(c).encode())
+    configs = {
+        "softcap_1e39": (config("softcap_1e39", logit_softcap=1e39), "a positive cap that f32 holds"),
+        "softcap_subnormal": (config("softcap_subnormal", logit_softcap=1e-40), "a positive cap that f32 holds"),
+        "softcap_null": (config("softcap_null", logit_softcap=None), "must be a number"),
+        "dropout_rounds_to_one": (config("dropout_rounds_to_one", dropout=1 - 1e-12), "(1 in f32)"),
+        "rope_base_without_rope": (config("rope_base_without_rope", rope_base=500000.0), "rope is off"),
+        "vocab_uint64_max": (config("vocab_uint64_max", vocab_size=2**64 - 1), "got 18446744073709551615"),
+        "vocab_2_64": (config("vocab_2_64", vocab_size=2**64), "got 1.8446744073709552e+19"),
+        "layers_1e30": (config("layers_1e30", n_layer=1e30), "got 1e+30"),
+        "batch_uint64_max": (config("batch_uint64_max", batch=2**64 - 1), "\"batch\" must be an integer"),
+        "batch_fraction": (config("batch_fraction", batch=2.5), "\"batch\" must be an integer"),
+        "duplicate_key": (config("duplicate_key", raw=b'{"vocab_size": 256, "block_size": 8, "n_layer": 1, "n_head": 1, '
+                                                      b'"n_embd": 8, "n_layer": 2}'), "appears twice"),
+        "swiglu_qk_norm_rope_odd": (config("swiglu_qk_norm_rope_odd", rope=True, qk_norm=True, activation="swiglu",
+                                           n_embd=6, n_head=2), "rope needs an even head size"),
+        "norm_weight_null": (config("norm_weight_null", norm_weight=None), "must be true or false"),
+        "oversized": (config("oversized", raw=b'{"vocab_size": 256, "pad": "' + b"x" * (2 << 20) + b'"}'),
+                      "more than the 1048576"),
+        # 200,000 empty objects: 11-13 s in nlohmann's callback parser.
+        "many_objects": (config("many_objects", raw=b'{"n_laters": [' + b",".join([b"{}"] * 200000) + b"]}"),
+                         "unknown field"),
+    }
+    for label, (path, says) in configs.items():
+        cases.append(Case(f"round3.train.config.{label}",
+                          ["train", "--data", inp.corpus, "--config", path, "--steps", "1", "--eval-iters", "1",
+                           "--sample-tokens", "0", "--quiet", "--out", inp.path("runs/r3_cfg_" + label)],
+                          says=says, timeout=5 if label == "many_objects" else None))
+        cases.append(Case(f"round3.bench.config.{label}", ["bench", "--config", path, "--steps", "1", "--warmup", "0",
+                                                           "--batch", "1"], says=says))
+    for label, changes in {"batch_float": {"batch": 4.0}, "layers_float": {"n_layer": 1.0}}.items():
+        cases.append(Case(f"round3.train.config.{label}",
+                          ["train", "--data", inp.corpus, "--config", config(label, **changes), "--steps", "1",
+                           "--eval-iters", "1", "--sample-tokens", "0", "--quiet", "--out", inp.path("runs/r3_" + label)]))
+    # --init-from with a --config whose switch the file's model lacks.
+    cases.append(Case("round3.init_from.config_switch_not_in_file",
+                      ["train", "--init-from", inp.weights, "--config", config("rope_on", rope=True),
+                       "--data", inp.corpus, "--steps", "1", "--quiet", "--out", inp.path("runs/r3_switch")],
+                      says="has rope = true, but --init-from"))
+
+    # Large documents, each with its time bound (minutes before: the quadratic parse and writer).
+    big_header = inp.write("r3/header_80k.safetensors", safetensors_bytes(
+        [(f"layer.{i}.w", "F32", [1], b"\0\0\x80\x3f") for i in range(80000)], {"note": "x"}))
+    cases.append(Case("round3.inspect.header_80000_entries", ["inspect", big_header], timeout=10))
+    dup_header = inp.write("r3/header_dup.safetensors", safetensors_bytes(
+        [(f"layer.{i}.w", "F32", [1], b"\0\0\x80\x3f") for i in range(20000)], None).replace(
+        b'"layer.19999.w"', b'"layer.00007.w"').replace(b'"layer.7.w"', b'"layer.00007.w"'))
+    cases.append(Case("round3.inspect.header_duplicate_among_20000", ["inspect", dup_header], says="twice", timeout=10))
+    deep_llmc = inp.write("r3/layers_4000.bin", llmc_bytes(4000))
+    cases.append(Case("round3.convert.llmc_4000_layers", ["convert", deep_llmc, out_file("deep.safetensors")],
+                      timeout=20))
+    cases.append(Case("round3.convert.llmc_4000_layers_to_llmc", ["convert", deep_llmc, out_file("deep.bin"),
+                                                                  "--to", "llmc"], timeout=20))
+
+    # Outputs that hold something this command did not write: refused unless --overwrite.
+    hf_dir = inp.path("r3/hf_model")
+    subprocess.run([inp.lathe, "convert", inp.weights, hf_dir, "--to", "hf"], check=True, stdout=subprocess.DEVNULL,
+                   timeout=60)
+    cases += [
+        Case("round3.train.out_holds_a_model", ["train", "--data", inp.corpus, "--config", inp.tiny, "--steps", "1",
+                                                "--quiet", "--out", hf_dir], says="is not empty"),
+        Case("round3.train.out_holds_the_init_weights",
+             ["train", "--init-from", hf_dir, "--data", inp.corpus, "--steps", "1", "--quiet", "--out", hf_dir,
+              "--overwrite"], says="which this run reads"),
+        Case("round3.train.resume_overwrite", ["train", "--resume", inp.base_run, "--overwrite"], says="--overwrite"),
+        Case("round3.convert.out_exists", ["convert", inp.weights, inp.checkpoint], says="exists; give --overwrite"),
+        Case("round3.convert_hf.out_not_empty", ["convert", inp.weights, hf_dir, "--to", "hf"], says="is not empty"),
+        Case("round3.convert_hf.out_is_a_file", ["convert", inp.weights, inp.checkpoint, "--to", "hf", "--overwrite"],
+             says="a Hugging Face model is a directory"),
+    ]
+
+    # Paths that are not UTF-8: runs save, errors show them escaped (\xFF), nothing is lost.
+    ff = lambda name: os.fsdecode(os.fsencode(inp.path("r3")) + b"/" + name)
+    cases += [
+        Case("round3.path.train_out", ["train", "--data", inp.corpus, "--config", inp.tiny, "--steps", "1",
+                                       "--eval-iters", "1", "--sample-tokens", "0", "--quiet",
+                                       "--out", ff(b"run\xff")]),
+        Case("round3.path.missing_checkpoint", ["sample", "--checkpoint", ff(b"none\xff.safetensors")], says="\\xFF"),
+        Case("round3.path.missing_config", ["train", "--data", inp.corpus, "--config", ff(b"cfg\xff.json"), "--steps",
+                                            "1", "--out", inp.path("runs/r3_ffcfg")], says="\\xFF"),
+        Case("round3.path.convert_out", ["convert", inp.weights, ff(b"w\xff.safetensors")]),
+        Case("round3.path.tokenize_tokenizer", ["tokenize", "--tokenizer", inp.tok, "--data", inp.corpus, "--out",
+                                                ff(b"shards\xff")]),
+    ]
+
+    # The medium findings.
+    shard = os.path.join(inp.shards, "shard_000000.bin")
+    corpus_with_tok = inp.path("r3/corpus_with_tokenizer")
+    inp.write("r3/corpus_with_tokenizer/a.txt", b"some text to train on " * 100)
+    inp.write("r3/corpus_with_tokenizer/tokenizer.json", b'{"version": "1.0", "model": {"type": "BPE"}}')
+    nan_meta = dict(metadata)
+    nan_meta.pop("lathe", None)
+    nan_tensors = [(n, d, sh, struct.pack("<f", float("nan")) + r[4:]) if n == "transformer.ln_f.weight" else (n, d, sh, r)
+                   for n, d, sh, r in tensors]
+    nan_weights = inp.write("r3/nan.safetensors", safetensors_bytes(nan_tensors, nan_meta))
+    train_quick = ["--steps", "1", "--eval-iters", "1", "--sample-tokens", "0", "--quiet"]
+    cases += [
+        Case("round3.train.data_is_one_shard", ["train", "--data", shard, "--out", inp.path("runs/r3_shard")] + train_quick,
+             says="is a token shard"),
+        Case("round3.train.corpus_holds_tokenizer_json",
+             ["train", "--data", corpus_with_tok, "--out", inp.path("runs/r3_ctok")] + train_quick,
+             says="was taken for a directory of token shards"),
+        Case("round3.bench.peak_tflops_tiny", ["bench", "--config", inp.tiny, "--steps", "1", "--warmup", "0",
+                                               "--peak-tflops", "1e-300"], says="--peak-tflops"),
+        Case("round3.convert.nan_weights", ["convert", nan_weights, out_file("nan.safetensors")], says="not finite"),
+        Case("round3.train.weight_decay_1e300",
+             ["train", "--data", inp.corpus, "--config", inp.tiny, "--steps", "3", "--warmup", "0", "--weight-decay",
+              "1e300", "--out", inp.path("runs/r3_wd")] + train_quick[2:], says="lower --weight-decay"),
+    ]
+    # A ref train case whose optimizer step is not a step count; state named as the case names it.
+    f32 = lambda v: struct.pack("<f", v)
+    for label, value in {"nan": float("nan"), "negative": -3.0, "fraction": 1.5}.items():
+        path = edited_case(inp, "train_param_groups.case.safetensors", f"r3_step_{label}",
+                           edit_tensors=add("optimizer_state.transformer.wpe.weight.step", "F32", [], f32(value)))
+        cases.append(Case(f"round3.ref.optimizer_step_{label}", ["ref", path, out_file("step.safetensors")],
+                          says='"optimizer_state.transformer.wpe.weight.step": adamw: state'))
+    path = edited_case(inp, "train_muon.case.safetensors", "r3_muon_ns_2_64",
+                       edit_spec=lambda spec: spec["optimizer"].update(ns_steps=2**64))
+    cases.append(Case("round3.ref.muon_ns_steps_2_64", ["ref", path, out_file("muon.safetensors")],
+                      says="got 1.8446744073709552e+19"))
+    # Hugging Face configs with null fields, and a tensor in two shards of an index.
+    with open(os.path.join(hf_dir, "config.json")) as f:
+        hf_config = json.load(f)
+    hf_meta, hf_tensors = read_safetensors(os.path.join(hf_dir, "model.safetensors"))
+    for field in ("activation_function", "layer_norm_epsilon", "tie_word_embeddings"):
+        d = inp.path(f"r3/hf_null_{field}")
+        inp.write(f"r3/hf_null_{field}/config.json", json.dumps(dict(hf_config, **{field: None})).encode())
+        shutil.copy(os.path.join(hf_dir, "model.safetensors"), os.path.join(d, "model.safetensors"))
+        cases.append(Case(f"round3.convert.hf_null_{field}", ["convert", d, out_file(f"null_{field}.safetensors")],
+                          says=field))
+    two = inp.path("r3/hf_two_shards")
+    inp.write("r3/hf_two_shards/config.json", json.dumps(hf_config).encode())
+    inp.write("r3/hf_two_shards/model-1.safetensors", safetensors_bytes(hf_tensors, hf_meta))
+    inp.write("r3/hf_two_shards/model-2.safetensors", safetensors_bytes(hf_tensors[:1], hf_meta))
+    weight_map = {t[0]: "model-1.safetensors" for t in hf_tensors}
+    weight_map["other"] = "model-2.safetensors"
+    inp.write("r3/hf_two_shards/model.safetensors.index.json", json.dumps({"weight_map": weight_map}).encode())
+    cases.append(Case("round3.convert.hf_tensor_in_two_shards", ["convert", two, out_file("two.safetensors")],
+                      says="is in two shards"))
+    return cases
+
+
 def all_cases(inp):
     return (file_cases(inp) + flag_cases(inp) + usage_cases(inp) + config_cases(inp) + ref_cases(inp) +
             op_cases(inp) + tokenizer_cases(inp) + shard_directory_cases(inp) + named_fault_cases(inp) +
-            convert_cases(inp) + muon_cases(inp))
+            convert_cases(inp) + muon_cases(inp) + round3_cases(inp))
 
 
 # ---------------------------------------------------------------------------------------------

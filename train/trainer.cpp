@@ -113,6 +113,7 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
     // The model is the checkpoint's, whatever --config names today (a JSON file may have changed).
     state_.model_choice.name = program->model_name;
     state_.model_choice.config = nn::GPTConfig::from_json(resume->model_description());
+    check_file_holds(state_.model_choice.config, resume->file(), resume->path() + ": model config", is_training_state);
     state_.model_choice.default_batch = program->batch;
   } else if (!options_.init_from.empty()) {
     init.emplace(load_initial_weights(options_));

@@ -59,12 +59,10 @@ LoadedModel gpt2_model(serialize::GPT2Weights w, WeightsFormat format, const std
   return out;
 }
 
-// Before the model is built from `config`: the file holds at least as many values as the model has
-// parameters. A config that asks for far more than its file holds (n_layer 10^6 beside the tensors
-// of two blocks) would otherwise be allocated and initialised in full before its first tensor is
-// found missing. `skip` names the tensors that are not weights (a checkpoint's optimizer state).
+}  // namespace
+
 void check_file_holds(const nn::GPTConfig& config, const serialize::SafetensorsFile& f, const std::string& what,
-                      const std::function<bool(const std::string&)>& skip = {}) {
+                      const std::function<bool(const std::string&)>& skip) {
   int64_t held = 0;
   for (const auto& [name, t] : f.tensors)
     if (!skip || !skip(name)) held += t.numel();
@@ -74,7 +72,9 @@ void check_file_holds(const nn::GPTConfig& config, const serialize::SafetensorsF
               " parameters, but the file holds only ", held, " values in ", f.tensors.size(), " tensors");
 }
 
-}  // namespace
+bool is_training_state(const std::string& name) {
+  return name.rfind("optim.", 0) == 0 || name.rfind("scaler.", 0) == 0;
+}
 
 LoadedModel load_weights(const std::string& path, Device device) {
   std::error_code ec;  // a symlink loop is a reason to name, not an exception to leak
@@ -96,9 +96,7 @@ LoadedModel load_weights(const std::string& path, Device device) {
     out.format = WeightsFormat::checkpoint;
     try {
       const nn::GPTConfig config = nn::GPTConfig::from_json(ckpt.model_description());
-      check_file_holds(config, ckpt.file(), "model config", [](const std::string& name) {
-        return name.rfind("optim.", 0) == 0 || name.rfind("scaler.", 0) == 0;
-      });
+      check_file_holds(config, ckpt.file(), "model config", is_training_state);
       out.model = std::make_unique<nn::GPT>(config, /*seed=*/0, device);
     } catch (const Error& e) {
       LATHE_FAIL(path, ": checkpoint model config: ", e.what());

@@ -11,6 +11,7 @@
 // Files that store the tied weight once (as Hugging Face writes them) load too.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -51,5 +52,15 @@ struct LoadedModel {
 // whose bytes do not match its recorded checksum, and the format's own (serialize/hf_gpt2.h,
 // serialize/llmc.h).
 LoadedModel load_weights(const std::string& path, Device device = Device::cpu());
+
+// Before a model is built from `config` out of file `f`: the file holds at least as many values as
+// the model has parameters. A config that asks for far more than its file holds (n_layer 10^6
+// beside the tensors of two blocks) would otherwise be allocated and initialised in full before its
+// first tensor is found missing. `skip` names the tensors that are not weights; errors start with
+// `what`.
+void check_file_holds(const nn::GPTConfig& config, const serialize::SafetensorsFile& f, const std::string& what,
+                      const std::function<bool(const std::string&)>& skip = {});
+// A checkpoint's tensors that are not weights: optimizer and loss-scaler state (serialize/checkpoint.h).
+bool is_training_state(const std::string& name);
 
 }  // namespace lathe::train
