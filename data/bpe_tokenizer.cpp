@@ -35,6 +35,9 @@ constexpr size_t kParallelMinBytes = size_t(1) << 20;
 std::string read_file(const std::string& path, const char* what) {
   CorpusFile info;
   FileHandle fd = open_regular_file(path, what, info);
+  // Tokenizer files and GPT-2's are JSON lists or their text: bounded before they are read.
+  LATHE_CHECK(info.size <= serialize::kMaxListJsonBytes, what, " ", path, ": ", info.size, " bytes, more than the ",
+              serialize::kMaxListJsonBytes, " a tokenizer file may hold");
   std::string text(info.size, '\0');
   read_exact(fd.get(), info, 0, info.size, reinterpret_cast<uint8_t*>(text.data()));
   return text;

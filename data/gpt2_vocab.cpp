@@ -70,7 +70,7 @@ Gpt2Vocab parse_gpt2_vocab(const std::string& vocab_text, const std::string& voc
   const auto alphabet = unicode_to_byte();
 
   // encoder.json: token string -> id, the ids 0..n-1 each once.
-  const nlohmann::json enc = serialize::parse_json_document(encoder_text, encoder_json);
+  const nlohmann::json enc = serialize::parse_json_document(encoder_text, encoder_json, serialize::kMaxListJsonBytes);
   LATHE_CHECK(enc.is_object() && !enc.empty(), encoder_json, ": not a JSON object of token -> id");
   const std::string eot_name = "<|endoftext|>";
   std::unordered_map<std::string, uint32_t> ids;

@@ -20,6 +20,8 @@ namespace {
 std::string read_manifest_text(const std::string& path) {
   CorpusFile info;
   FileHandle fd = open_regular_file(path, "token shard manifest", info);
+  LATHE_CHECK(info.size <= serialize::kMaxListJsonBytes, path, ": ", info.size, " bytes, more than the ",
+              serialize::kMaxListJsonBytes, " a shard manifest may hold");
   std::string text(info.size, '\0');
   read_exact(fd.get(), info, 0, info.size, reinterpret_cast<uint8_t*>(text.data()));
   return text;
@@ -97,7 +99,7 @@ ShardManifest read_shard_manifest(const std::string& dir) {
   struct stat st {};
   LATHE_CHECK(::stat(path.c_str(), &st) == 0 || errno != ENOENT, "token shards ", dir, ": no ", path,
               " (write shards with `lathe tokenize`)");
-  const nlohmann::json j = serialize::parse_json_document(read_manifest_text(path), path);
+  const nlohmann::json j = serialize::parse_json_document(read_manifest_text(path), path, serialize::kMaxListJsonBytes);
   const ManifestFields f(path);
   LATHE_CHECK(j.is_object(), path, ": not a JSON object");
   LATHE_CHECK(f.at(j, "format") == kShardManifestFormat, path, ": format ", serialize::quote_json(j["format"]),
@@ -163,7 +165,7 @@ void check_manifest_replaceable(const std::string& dir, const std::string& flag)
   LATHE_CHECK(S_ISREG(st.st_mode), flag, " ", dir, ": ", path, " is ", serialize::file_kind_name(st.st_mode), refuse);
   nlohmann::json j;
   try {
-    j = serialize::parse_json_document(read_manifest_text(path), path);
+    j = serialize::parse_json_document(read_manifest_text(path), path, serialize::kMaxListJsonBytes);
   } catch (const Error&) {
     LATHE_FAIL(flag, " ", dir, ": ", path, " is not JSON, so it", refuse);
   }

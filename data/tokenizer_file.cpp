@@ -20,7 +20,7 @@ void write_tokenizer_file(const std::string& path, const TokenizerFile& t) {
 }
 
 TokenizerFile read_tokenizer_file(const std::string& path, const std::string& text) {
-  const nlohmann::json j = serialize::parse_json_document(text, "tokenizer " + path);
+  const nlohmann::json j = serialize::parse_json_document(text, "tokenizer " + path, serialize::kMaxListJsonBytes);
   auto field = [&](const char* key) -> const nlohmann::json& {
     LATHE_CHECK(j.is_object() && j.contains(key), "tokenizer ", path, ": no \"", key, "\" (not a file written by ",
                 "`lathe tokenizer train`)");

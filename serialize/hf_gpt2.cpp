@@ -30,41 +30,12 @@ constexpr const char* kConfigFile = "config.json";
 constexpr const char* kWeightsFile = "model.safetensors";
 constexpr const char* kIndexFile = "model.safetensors.index.json";
 constexpr const char* kPrefix = "transformer.";
-// A config or an index is a few kilobytes; anything this large is not one.
-constexpr off_t kMaxJsonFileBytes = 64 << 20;
 // lathe's LayerNorm eps (nn/block.cpp, nn/gpt.cpp), GPT-2's too.
 constexpr double kLayerNormEps = 1e-5;
 
 std::string join_path(const std::string& dir, const std::string& name) { return (fs::path(dir) / name).string(); }
 
 bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
-
-// The whole of a small regular file; errors name it.
-std::string read_json_file_text(const std::string& path) {
-  // O_NONBLOCK: a FIFO in the directory is refused below instead of blocking the open.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  LATHE_CHECK(fd >= 0, path, ": cannot open: ", std::strerror(errno));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  LATHE_CHECK(::fstat(fd, &st) == 0, path, ": cannot stat: ", std::strerror(errno));
-  LATHE_CHECK(S_ISREG(st.st_mode), path, ": is ", file_kind_name(st.st_mode), ", not a JSON file");
-  LATHE_CHECK(st.st_size <= kMaxJsonFileBytes, path, ": ", st.st_size, " bytes is far too large for a JSON config");
-  std::string text(size_t(st.st_size), '\0');
-  size_t got = 0;
-  while (got < text.size()) {
-    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    LATHE_CHECK(n >= 0, path, ": read failed: ", std::strerror(errno));
-    LATHE_CHECK(n > 0, path, ": file ended after ", got, " bytes while reading");
-    got += size_t(n);
-  }
-  return text;
-}
-
-json read_json_file(const std::string& path) { return parse_json_document(read_json_file_text(path), path); }
 
 // ---------------------------------------------------------------- config.json
 
@@ -143,7 +114,7 @@ std::vector<std::string> weight_files(const std::string& dir) {
   std::error_code ec;
   if (fs::exists(single, ec)) return {single};
   if (fs::exists(index, ec)) {
-    const json j = read_json_file(index);
+    const json j = read_json_file(index, index, kMaxListJsonBytes);
     LATHE_CHECK(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(), index,
                 ": expected an object with a \"weight_map\" of tensor name -> file");
     std::set<std::string> shards;
@@ -288,7 +259,7 @@ GPT2Weights read_hf_gpt2(const std::string& dir) {
   LATHE_CHECK(fs::exists(config_path, ec), dir, ": no ", kConfigFile,
               " (a Hugging Face model directory holds config.json and model.safetensors)");
   GPT2Weights out;
-  out.config = gpt_config_from_hf(read_json_file(config_path), config_path);
+  out.config = gpt_config_from_hf(read_json_file(config_path, config_path, kMaxConfigJsonBytes), config_path);
   std::map<std::string, StoredTensor> stored = read_tensors(weight_files(dir));
   // The blocks the weights hold, compared with n_layer before a name of every block is made.
   static const std::regex block_name(R"(transformer\.h\.(\d{1,9})\..*)");

@@ -80,7 +80,7 @@ def lathe_logits(lathe, path, kind, idx, tmp):
             raise SystemExit(f"lathe {' '.join(args)} failed ({p.returncode}): {p.stderr.decode(errors='replace')}")
     if kind in ("hf", "llmc"):
         converted = os.path.join(tmp, "converted.safetensors")
-        run("convert", path, converted)
+        run("convert", path, converted, "--overwrite")
         path = converted
     _, cfg, weights, _ = read_lathe(path)
     case = dict(weights, idx=idx.long(), targets=idx.long())

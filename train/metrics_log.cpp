@@ -47,7 +47,7 @@ std::string read_whole(const std::string& path) {
 
 // One line as a metrics record, or an error naming `where`.
 nlohmann::json parse_record(const std::string& line, const std::string& where) {
-  nlohmann::json rec = serialize::parse_json_document(line, where);
+  nlohmann::json rec = serialize::parse_json_document(line, where, serialize::kMaxJsonLineBytes);
   LATHE_CHECK(rec.is_object() && rec.contains("step") && rec["step"].is_number_integer(), where,
               ": not a metrics record with an integer \"step\": ", serialize::quote_json(rec));
   return rec;
