@@ -1,5 +1,6 @@
 // GPT::generate: autoregressive sampling, with or without a KV cache.
 #include <algorithm>
+#include <span>
 
 #include "core/autograd.h"
 #include "nn/gpt.h"
@@ -26,12 +27,21 @@ class EvalScope {
 
 Tensor GPT::generate(const Tensor& idx, int64_t max_new_tokens, double temperature, int64_t top_k, uint64_t seed,
                      bool use_cache, int64_t vocab_limit) {
+  LATHE_CHECK(temperature >= 0.0, "GPT::generate: temperature must be >= 0, got ", temperature);
+  LATHE_CHECK(top_k >= 0, "GPT::generate: top_k must be >= 0 (0 keeps every token), got ", top_k);
+  SamplingOptions sampling;
+  sampling.temperature = temperature;
+  sampling.top_k = top_k;
+  sampling.vocab_limit = vocab_limit;
+  return generate(idx, max_new_tokens, sampling, seed, use_cache);
+}
+
+Tensor GPT::generate(const Tensor& idx, int64_t max_new_tokens, const SamplingOptions& sampling, uint64_t seed,
+                     bool use_cache, const TokenCallback& on_token) {
   LATHE_CHECK(idx.dim() == 2 && idx.size(1) >= 1, "GPT::generate: idx must be [B, T] with T >= 1, got ", idx.desc());
   LATHE_CHECK(is_integral(idx.dtype()), "GPT::generate: idx must hold i64 or i32 token ids, got ", idx.desc());
   LATHE_CHECK(max_new_tokens >= 0, "GPT::generate: max_new_tokens must be >= 0, got ", max_new_tokens);
-  const SamplingOptions sampling{temperature, top_k, vocab_limit};
-  LATHE_CHECK(temperature >= 0.0, "GPT::generate: temperature must be >= 0, got ", temperature);
-  LATHE_CHECK(top_k >= 0, "GPT::generate: top_k must be >= 0 (0 keeps every token), got ", top_k);
+  sampling.validate();
 
   NoGradGuard no_grad;
   EvalScope eval(*this);
@@ -76,11 +86,18 @@ Tensor GPT::generate(const Tensor& idx, int64_t max_new_tokens, double temperatu
       // Only the newest token goes through the model; it sits right after the cached positions.
       logits = last_logits(hidden_states(window(1), caches.front().length, &caches));
     }
-    const std::vector<int64_t> next = sample_tokens(logits, sampling, gen);
+    std::vector<std::span<const int64_t>> previous;
+    if (sampling.repetition_penalty != 1.0)
+      for (int64_t b = 0; b < B; ++b) previous.emplace_back(tokens.data() + b * total, size_t(len));
+    const std::vector<int64_t> next = sample_tokens(logits, sampling, gen, previous);
     for (int64_t b = 0; b < B; ++b) tokens[size_t(b * total + len)] = next[size_t(b)];
     ++len;
+    if (on_token && !on_token(next)) break;
   }
-  return Tensor::from_vector(tokens, {B, total}, dev);
+  // The rows as far as they were drawn (all of them, unless on_token stopped early).
+  std::vector<int64_t> drawn(size_t(B * len));
+  for (int64_t b = 0; b < B; ++b) std::copy_n(tokens.begin() + b * total, len, drawn.begin() + b * len);
+  return Tensor::from_vector(drawn, {B, len}, dev);
 }
 
 }  // namespace lathe::nn

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "nn/block.h"
+#include "nn/sampling.h"
 
 namespace lathe::nn {
 
@@ -134,6 +136,13 @@ class GPT : public Module {
   // vocab_limit > 0 draws only ids below it (SamplingOptions::vocab_limit).
   Tensor generate(const Tensor& idx, int64_t max_new_tokens, double temperature = 1.0, int64_t top_k = 0,
                   uint64_t seed = 0, bool use_cache = true, int64_t vocab_limit = 0);
+  // The same with every option of nn/sampling.h (top_p, min_p, the repetition penalty over each
+  // row's tokens so far, the prompt's included). After each step `on_token` (when given) receives the
+  // ids drawn, one per row; returning false ends generation there (a chat stops at its end-of-turn
+  // token), and the result holds the tokens drawn so far.
+  using TokenCallback = std::function<bool(const std::vector<int64_t>& next)>;
+  Tensor generate(const Tensor& idx, int64_t max_new_tokens, const SamplingOptions& sampling, uint64_t seed = 0,
+                  bool use_cache = true, const TokenCallback& on_token = {});
   Tensor generate_nocache(const Tensor& idx, int64_t max_new_tokens, double temperature = 1.0, int64_t top_k = 0,
                           uint64_t seed = 0) {
     return generate(idx, max_new_tokens, temperature, top_k, seed, false);

@@ -397,6 +397,109 @@ TEST_CASE("nn: sampling: temperature 0 is argmax, top_k restricts, draws follow 
   CHECK_THROWS_WITH_AS(sample_tokens(logits, {-1.0, 0}, g), doctest::Contains("temperature"), Error);
 }
 
+// The runners' filters on fixed logits, against the definitions computed here one by one (a
+// transcription of transformers' TopPLogitsWarper, MinPLogitsWarper and
+// RepetitionPenaltyLogitsProcessor, whose definitions llama.cpp shares).
+namespace {
+
+// softmax(x / t) restricted to `keep` (others 0), renormalised.
+std::vector<double> kept_softmax(const std::vector<double>& x, double t, const std::set<int64_t>& keep) {
+  std::vector<double> p(x.size(), 0.0);
+  double total = 0;
+  for (int64_t i : keep) total += std::exp(x[size_t(i)] / t);
+  for (int64_t i : keep) p[size_t(i)] = std::exp(x[size_t(i)] / t) / total;
+  return p;
+}
+
+void check_distribution(const std::vector<double>& got, const std::vector<double>& want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("token ", i, ": got ", got[i], ", want ", want[i]);
+    CHECK(std::abs(got[i] - want[i]) <= 1e-12);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("nn: sampling: top-p, min-p and the repetition penalty as transformers and llama.cpp define them (transcription)") {
+  // softmax: 0.5630, 0.2071, 0.1256, 0.0762, 0.0280.
+  const std::vector<double> x = {2.0, 1.0, 0.5, 0.0, -1.0};
+  SamplingOptions o;
+  check_distribution(sampling_distribution(x, o), kept_softmax(x, 1.0, {0, 1, 2, 3, 4}));
+  // top_p 0.7: 0.5630 falls short, with 0.2071 the kept mass reaches 0.77: the token that crosses is kept.
+  o.top_p = 0.7;
+  check_distribution(sampling_distribution(x, o), kept_softmax(x, 1.0, {0, 1}));
+  o.top_p = 0.5;  // the most likely alone reaches it
+  check_distribution(sampling_distribution(x, o), kept_softmax(x, 1.0, {0}));
+  o.top_p = 0.9;  // 0.5630 + 0.2071 + 0.1256 = 0.8957 < 0.9: a fourth
+  check_distribution(sampling_distribution(x, o), kept_softmax(x, 1.0, {0, 1, 2, 3}));
+  // min_p 0.2: at least 0.2 x 0.5630 = 0.1126.
+  o = SamplingOptions{};
+  o.min_p = 0.2;
+  check_distribution(sampling_distribution(x, o), kept_softmax(x, 1.0, {0, 1, 2}));
+  o.min_p = 1.0;  // only the most likely
+  check_distribution(sampling_distribution(x, o), kept_softmax(x, 1.0, {0}));
+  // The temperature first, then the filters (transformers' order): at t = 2 the probabilities are
+  // 0.3812, 0.2312, 0.1800, 0.1402, 0.0850, and top_p 0.7 keeps three, where it keeps two at t = 1.
+  o = SamplingOptions{};
+  o.temperature = 2.0;
+  o.top_p = 0.7;
+  check_distribution(sampling_distribution(x, o), kept_softmax(x, 2.0, {0, 1, 2}));
+  o.top_k = 2;  // top_k before top_p
+  check_distribution(sampling_distribution(x, o), kept_softmax(x, 2.0, {0, 1}));
+
+  // The repetition penalty: each distinct previous id once; a positive logit divided, the others
+  // multiplied (0 stays 0).
+  o = SamplingOptions{};
+  o.repetition_penalty = 2.0;
+  const std::vector<int64_t> previous = {0, 3, 4, 4, 0};
+  check_distribution(sampling_distribution(x, o, previous), kept_softmax({1.0, 1.0, 0.5, 0.0, -2.0}, 1.0, {0, 1, 2, 3, 4}));
+  o.repetition_window = 2;  // the last two tokens: 4 and 0
+  check_distribution(sampling_distribution(x, o, previous), kept_softmax({1.0, 1.0, 0.5, 0.0, -2.0}, 1.0, {0, 1, 2, 3, 4}));
+  o.repetition_window = 1;  // the last one: 0
+  check_distribution(sampling_distribution(x, o, previous), kept_softmax({1.0, 1.0, 0.5, 0.0, -1.0}, 1.0, {0, 1, 2, 3, 4}));
+  // Greedy decoding sees the penalty too: 2 / 2.5 < 1.
+  o = SamplingOptions{};
+  o.temperature = 0.0;
+  o.repetition_penalty = 2.5;
+  CHECK(sampling_distribution(x, o, previous)[1] == 1.0);
+  Generator g(1);
+  const Tensor logits = Tensor::from_vector<double>(x, {1, 5});
+  const std::vector<int64_t> history = {0};
+  CHECK(sample_tokens(logits, o, g, {std::span<const int64_t>(history)}) == std::vector<int64_t>{1});
+
+  // Out of range is an error naming the option.
+  for (auto [set, says] : std::vector<std::pair<std::function<void(SamplingOptions&)>, const char*>>{
+           {[](SamplingOptions& s) { s.top_p = 0.0; }, "top_p must be in (0, 1]"},
+           {[](SamplingOptions& s) { s.top_p = 1.5; }, "top_p must be in (0, 1]"},
+           {[](SamplingOptions& s) { s.min_p = -0.1; }, "min_p must be in [0, 1]"},
+           {[](SamplingOptions& s) { s.repetition_penalty = 0.0; }, "repetition_penalty must be a positive number"},
+           {[](SamplingOptions& s) { s.repetition_window = -1; }, "repetition_window must be >= 0"}}) {
+    SamplingOptions bad;
+    set(bad);
+    CHECK_THROWS_WITH_AS(bad.validate(), doctest::Contains(says), Error);
+  }
+}
+
+TEST_CASE("nn: generation stops when the token callback says so, and the penalty is the same with and without the cache") {
+  GPT m(small_config(), 5);
+  const Tensor prompt = tokens({3, 1, 4}, 1);
+  int64_t calls = 0;
+  const Tensor stopped = m.generate(prompt, 10, SamplingOptions{}, 7, true, [&](const std::vector<int64_t>&) {
+    return ++calls < 4;
+  });
+  CHECK(calls == 4);
+  CHECK(stopped.size(1) == 3 + 4);
+  SamplingOptions o;
+  o.repetition_penalty = 1.3;
+  o.top_p = 0.9;
+  o.min_p = 0.05;
+  CHECK(m.generate(prompt, 12, o, 11, true).to_vector<int64_t>() == m.generate(prompt, 12, o, 11, false).to_vector<int64_t>());
+  // The first ids of an unstopped run are those of the stopped one.
+  const std::vector<int64_t> all = m.generate(prompt, 10, SamplingOptions{}, 7).to_vector<int64_t>();
+  CHECK(std::vector<int64_t>(all.begin(), all.begin() + 7) == stopped.to_vector<int64_t>());
+}
+
 TEST_CASE("nn: generation with the KV cache gives the tokens of generation without it") {
   GPT m(small_config(), 31);
   const Tensor prompt = tokens({3, 1, 4, 1, 5, 9}, 2);  // B = 2, T = 3

@@ -77,6 +77,11 @@ EXPECTED_OK = {
     # The undamaged files of the convert section: every command takes them.
     "convert.hf.good", "sample.hf.good", "train.init-from.hf.good",
     "convert.llmc.good", "sample.llmc.good", "train.init-from.llmc.good",
+    # The runners' sampling options: top-p 1 and min-p 0 are "off", a penalty's window of any size is a
+    # window (past the text: all of it), a penalty of 0x10 is 16.
+    "sample.min-p.zero", "sample.repetition-window.zero",
+    "sample.repetition-window.int64_max", "sample.repetition-penalty.hex", "sample.repetition-penalty.too_big",
+    "sample.repetition-penalty.int64_max",
     # 50 MB of spaces encode in memory proportionate to the input.
     "tokenizer.encode.spaces_50mb",
     # The third round: a context of 2^61 or 10^8 positions is a model like any other (its rotary tables
@@ -502,7 +507,8 @@ def flag_cases(inp):
     bench = ["bench", "--config", inp.tiny, "--steps", "1", "--warmup", "0", "--batch", "1"]
     flags = {
         "sample": (sample, {"--tokens": "int", "--temperature": "float", "--top-k": "int", "--seed": "int",
-                            "--samples": "int"}),
+                            "--samples": "int", "--top-p": "float", "--min-p": "float",
+                            "--repetition-penalty": "float", "--repetition-window": "int"}),
         "bench": (bench, {"--steps": "int", "--warmup": "int", "--batch": "int", "--threads": "int",
                           "--peak-tflops": "float"}),
         "train": (None, {"--steps": "int", "--batch": "int", "--lr": "float", "--min-lr": "float", "--warmup": "int",

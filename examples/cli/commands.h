@@ -42,6 +42,13 @@ inline CLI::Validator reachable_path() {
       "FILE");
 }
 
+// The sampling flags that `sample` and `chat` share (nn/sampling.h has their definitions):
+// --top-p, --min-p, --repetition-penalty, --repetition-window.
+void add_sampling_flags(CLI::App& cmd, double& top_p, double& min_p, double& repetition_penalty,
+                        int64_t& repetition_window);
+// nn::SamplingOptions::validate's message ("sample: top_p must ...") in the flags' names.
+std::string sampling_flag_message(const std::string& what);
+
 void add_info_command(CLI::App& app);
 void add_ref_command(CLI::App& app);
 void add_train_command(CLI::App& app);

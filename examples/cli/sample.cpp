@@ -28,6 +28,10 @@ struct SampleOptions {
   int64_t tokens = 200;
   double temperature = 0.8;
   int64_t top_k = 0;
+  double top_p = 1.0;
+  double min_p = 0.0;
+  double repetition_penalty = 1.0;
+  int64_t repetition_window = 0;
   uint64_t seed = 0;
   std::string device = "cpu";
   int64_t samples = 1;
@@ -58,6 +62,18 @@ void run_sample(const SampleOptions& o) {
   if (!(std::isfinite(o.temperature) && o.temperature >= 0))
     throw UsageError("--temperature must be >= 0 (0: greedy), got " + std::to_string(o.temperature));
   if (o.top_k < 0) throw UsageError("--top-k must be >= 0 (0: no limit), got " + std::to_string(o.top_k));
+  nn::SamplingOptions sampling;
+  sampling.temperature = o.temperature;
+  sampling.top_k = o.top_k;
+  sampling.top_p = o.top_p;
+  sampling.min_p = o.min_p;
+  sampling.repetition_penalty = o.repetition_penalty;
+  sampling.repetition_window = o.repetition_window;
+  try {
+    sampling.validate();
+  } catch (const Error& e) {
+    throw UsageError(sampling_flag_message(e.what()));
+  }
   if (o.samples < 1 || o.samples > kMaxSamples)
     throw UsageError("--samples must be in [1, " + std::to_string(kMaxSamples) + "], got " + std::to_string(o.samples));
   Device device;
@@ -90,7 +106,8 @@ void run_sample(const SampleOptions& o) {
   for (int64_t s = 0; s < o.samples; ++s) {
     Tensor idx = Tensor::from_vector(prompt, {1, int64_t(prompt.size())}, device);
     // Only ids the tokenizer can decode (a vocabulary padded past it, as gpt2's on bytes, draws bytes).
-    Tensor out = loaded.model->generate(idx, o.tokens, o.temperature, o.top_k, o.seed + uint64_t(s), true, ids);
+    sampling.vocab_limit = ids;
+    Tensor out = loaded.model->generate(idx, o.tokens, sampling, o.seed + uint64_t(s));
     const std::vector<int64_t> drawn = out.to(Device::cpu()).flatten().to_vector<int64_t>();
     const std::string text = tok->decode(std::vector<uint32_t>(drawn.begin(), drawn.end()));
     std::fwrite(text.data(), 1, text.size(), stdout);
@@ -117,7 +134,8 @@ void add_sample_command(CLI::App& app) {
   cmd->add_option("--tokens", o->tokens, "tokens to generate (bytes, for a byte-level model; at most 1000000)")->capture_default_str();
   cmd->add_option("--temperature", o->temperature, "softmax temperature; 0 takes the most likely byte")
       ->capture_default_str();
-  cmd->add_option("--top-k", o->top_k, "sample among the k most likely bytes; 0: all")->capture_default_str();
+  cmd->add_option("--top-k", o->top_k, "sample among the k most likely tokens; 0: all")->capture_default_str();
+  add_sampling_flags(*cmd, o->top_p, o->min_p, o->repetition_penalty, o->repetition_window);
   cmd->add_option("--seed", o->seed, "random seed of the sampler")->capture_default_str();
   cmd->add_option("--samples", o->samples, "number of independent samples (at most 100000)")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu, sim or cuda[:N]")->capture_default_str();
