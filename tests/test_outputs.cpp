@@ -30,6 +30,14 @@ std::string slurp(const std::string& path) {
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
+// 'path', for a command line (appended, not prepended: GCC 12 warns falsely on "'" + a temporary).
+std::string quoted(const std::string& path) {
+  std::string q = "'";
+  q += path;
+  q += "' ";
+  return q;
+}
+
 const std::string kQuick = " --config tiny --steps 2 --batch 2 --eval-iters 1 --sample-tokens 0 --quiet --threads 1";
 
 // A corpus and the flags of a run of a few seconds on it.
@@ -92,7 +100,7 @@ TEST_CASE("outputs: what a run killed before its first checkpoint left is no run
 TEST_CASE("outputs: convert refuses an existing OUT unless --overwrite, and clears what killed writers left") {
   TempDir d("out_convert");
   REQUIRE(run_lathe("train " + quick_run(d) + " --out '" + d.file("run") + "'").code == 0);
-  const std::string in = "'" + d.file("run/model.safetensors") + "' ";
+  const std::string in = quoted(d.file("run/model.safetensors"));
   d.write("taken.bin", "not mine");
   lathe::testing::Run r = run_lathe("convert " + in + "'" + d.file("taken.bin") + "' --to llmc");
   CHECK(r.code == 1);

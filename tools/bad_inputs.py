@@ -1567,10 +1567,38 @@ def round3_cases(inp):
     return cases
 
 
+# ---------------------------------------------------------------------------------------------
+# lathe eval (issue 40)
+
+
+def eval_cases(inp):
+    cases = []
+    ev = ["eval", "--checkpoint", inp.weights]
+    good = inp.write("eval/good.jsonl", b'{"context": "the quick", "choices": ["brown", "nworb"], "answer": 0}\n')
+    long_items = inp.write("eval/long.jsonl", b'{"context": "' + b"x" * 40 + b'", "choices": ["a", "b"], "answer": 0}\n')
+    all_bad = inp.write("eval/all_bad.jsonl", b'{"context": "a", "choices": ["b"], "answer": 0}\n[1]\n{"ctx": 3}\n')
+    for label, path in [("missing", inp.bad["missing"]), ("directory", inp.bad["directory"]), ("fifo", inp.bad["fifo"]),
+                        ("empty", inp.bad["empty"]), ("garbage", inp.bad["garbage"]), ("all_bad", all_bad)]:
+        cases.append(Case(f"eval.mc.{label}", ev + ["--mc", path]))
+    cases += [
+        Case("eval.mc.too_long_for_the_model", ev + ["--mc", long_items], says="no item fits the model"),
+        Case("eval.nothing_to_do", ev, says="give --mc FILE"),
+        Case("eval.out_without_mc", ev + ["--text", inp.corpus, "--out", inp.path("out/items.jsonl")], says="--out"),
+        Case("eval.out_exists", ev + ["--mc", good, "--out", inp.corpus], says="exists; give --overwrite"),
+        Case("eval.text.empty", ev + ["--text", inp.bad["empty"]], says="at least two are needed"),
+        Case("eval.text.fifo", ev + ["--text", inp.bad["fifo"]]),
+        Case("eval.checkpoint.garbage", ["eval", "--checkpoint", inp.bad["garbage"], "--mc", good]),
+    ]
+    for label, value in numeric_values("int").items():
+        name = f"eval.batch.{label}"
+        cases.append(Case(name, ev + ["--mc", good, "--batch", value], says=None if name in EXPECTED_OK else "--batch"))
+    return cases
+
+
 def all_cases(inp):
     return (file_cases(inp) + flag_cases(inp) + usage_cases(inp) + config_cases(inp) + ref_cases(inp) +
             op_cases(inp) + tokenizer_cases(inp) + shard_directory_cases(inp) + named_fault_cases(inp) +
-            convert_cases(inp) + muon_cases(inp) + round3_cases(inp))
+            convert_cases(inp) + muon_cases(inp) + round3_cases(inp) + eval_cases(inp))
 
 
 # ---------------------------------------------------------------------------------------------

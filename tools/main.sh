@@ -21,6 +21,9 @@ given --config "$@" || defaults+=(--config small)
 given --lr "$@" || defaults+=(--lr 3e-3)
 given --steps "$@" || defaults+=(--steps 2500)
 given --eval-interval "$@" || defaults+=(--eval-interval 250)
+# A small multiple-choice set (tools/make_eval_sets.py) scored at each evaluation: its accuracy rises
+# from chance (0.25) as the model learns English words.
+given --eval-mc "$@" || defaults+=(--eval-mc examples/data/english_mc.jsonl)
 "./$build/examples/lathe" train --data /usr/share/games/fortunes --out "$out" "${defaults[@]}" "$@"
 "./$build/examples/lathe" sample --checkpoint "$out/model.safetensors" --prompt "The " --tokens 300 \
   --temperature 0.8 --top-k 40 --seed 1

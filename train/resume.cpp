@@ -21,7 +21,7 @@ TrainOptions merged_options(const TrainOptions& stored_options, const TrainOptio
   static const std::vector<std::string> free_keys = {"steps",   "eval_interval", "eval_iters",    "ckpt_interval",
                                                      "keep_last", "threads",     "device",        "out",
                                                      "sample_tokens", "data", "zero", "grad_slices", "tf32",
-                                                     "dist_timeout"};
+                                                     "dist_timeout", "eval_mc"};
   nlohmann::json stored = to_json(stored_options), wanted = to_json(given);
   for (const std::string& key : given_keys) {
     if (!wanted.contains(key)) continue;

@@ -106,6 +106,7 @@ void for_each_option(TrainOptions& o, F&& f) {
   f("scale_growth_interval", o.scale_growth_interval);
   f("eval_interval", o.eval_interval);
   f("eval_iters", o.eval_iters);
+  f("eval_mc", o.eval_mc);
   f("ckpt_interval", o.ckpt_interval);
   f("keep_last", o.keep_last);
   f("threads", o.threads);

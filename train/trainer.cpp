@@ -18,6 +18,7 @@
 #include "serialize/atomic_file.h"
 #include "serialize/directory_lock.h"
 #include "train/dist/agreement.h"
+#include "train/evaluation.h"
 #include "train/loss_plot.h"
 #include "train/metrics_log.h"
 #include "train/muon_groups.h"
@@ -133,6 +134,12 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
                  device_.str().c_str());
   nn::GPTConfig& cfg = state_.model_choice.config;
   data_ = data::open_dataset(options_.data, cfg.block_size);
+  if (!options_.eval_mc.empty()) {
+    // Read and fitted to the model now: a bad file is refused before the run, not at its first evaluation.
+    eval_mc_ = data::read_multiple_choice(options_.eval_mc);
+    LATHE_CHECK(items_that_fit(*eval_mc_, data_->tokenizer(), cfg.block_size) > 0, "--eval-mc ", options_.eval_mc,
+                ": no item fits the model's block_size ", cfg.block_size, " (context and endings together)");
+  }
   const data::Tokenizer& tokenizer = data_->tokenizer();
   const bool named_tokenizer = tokenizer.identity() != nullptr;  // token shards' (bytes are no file)
   // Most presets are sized for bytes: a fresh run on data of a named tokenizer grows its
@@ -568,6 +575,17 @@ TrainSummary Trainer::run(std::FILE* log) {
       summary.final_val_bpb = bpb;
       say("step %lld: val loss %.4f nats/token, %.4f bits/byte (%lld batches, %.1f s)\n", (long long)step, val, bpb,
           (long long)o.eval_iters, seconds_since(t0));
+      if (eval_mc_ && writer) {
+        // Scored by rank 0 alone (it writes the metrics); no random number is drawn, so the run's
+        // bits are those of a run without it.
+        const auto t1 = Clock::now();
+        const MultipleChoiceResult mc =
+            evaluate_multiple_choice(*state_.model, data_->tokenizer(), *eval_mc_, std::max<int64_t>(batch_, 16));
+        rec["mc_accuracy"] = mc.accuracy;
+        rec["mc_accuracy_norm"] = mc.accuracy_norm;
+        say("step %lld: --eval-mc %zu items: accuracy %.4f, accuracy_norm %.4f (%.1f s)\n", (long long)step,
+            mc.items.size(), mc.accuracy, mc.accuracy_norm, seconds_since(t1));
+      }
       if (writer) write_loss_svg(dir + "/loss.svg", curves);
     }
     if (dp_) rec["comm_seconds"] = dp_->comm_seconds();

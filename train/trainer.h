@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "core/error.h"
 #include "core/random.h"
 #include "data/dataset.h"
+#include "data/multiple_choice.h"
 #include "nn/gpt.h"
 #include "optim/grad_scaler.h"
 #include "optim/optimizer.h"
@@ -174,6 +176,7 @@ class Trainer {
   Device device_;
   int64_t batch_ = 0;
   std::unique_ptr<data::Dataset> data_;
+  std::optional<data::MultipleChoiceSet> eval_mc_;  // --eval-mc's items, scored at each evaluation
   TrainState state_;
   double last_val_loss_ = -1;
   bool resumed_ = false;

@@ -144,3 +144,19 @@ LoadedModel load_weights(const std::string& path, Device device) {
 }
 
 }  // namespace lathe::train
+
+namespace lathe::train {
+
+data::BpeTokenizer model_tokenizer(const LoadedModel& loaded, const std::string& path, const std::string& given) {
+  if (!given.empty()) return data::load_tokenizer(given);
+  const auto recorded = loaded.metadata.find("tokenizer");
+  if (recorded == loaded.metadata.end() || recorded->second == "bytes") return data::load_tokenizer("bytes");
+  LATHE_CHECK(recorded->second != kUnknownTokenizer, path, ": the weights (", weights_format_name(loaded.format),
+              ") do not say which tokenizer they take; give --tokenizer (gpt2 for GPT-2's vocabulary, bytes for a "
+              "byte-level model, or a tokenizer file)");
+  // Checked against its checksum, so a changed file is an error, not garbled text.
+  const nlohmann::json j = serialize::parse_json_document(recorded->second, path + ": metadata \"tokenizer\"");
+  return data::load_tokenizer(data::TokenizerIdentity::from_json(j, path), "checkpoint " + path);
+}
+
+}  // namespace lathe::train

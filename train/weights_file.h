@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "data/bpe_tokenizer.h"
 #include "nn/gpt.h"
 #include "serialize/safetensors.h"
 
@@ -52,6 +53,12 @@ struct LoadedModel {
 // whose bytes do not match its recorded checksum, and the format's own (serialize/hf_gpt2.h,
 // serialize/llmc.h).
 LoadedModel load_weights(const std::string& path, Device device = Device::cpu());
+
+// The tokenizer that model weights take: `given` (a TOK of data/bpe_tokenizer.h) when not empty,
+// else the one their metadata records (bytes when they record none of lathe's: a run on a byte
+// corpus), checked against its checksum. Weights that say they do not know theirs (Hugging Face,
+// llm.c) need `given`: an error naming `path` says so.
+data::BpeTokenizer model_tokenizer(const LoadedModel& loaded, const std::string& path, const std::string& given);
 
 // Before a model is built from `config` out of file `f`: the file holds at least as many values as
 // the model has parameters. A config that asks for far more than its file holds (n_layer 10^6

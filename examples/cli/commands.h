@@ -58,5 +58,6 @@ void add_inspect_command(CLI::App& app);
 void add_tokenizer_command(CLI::App& app);  // tokenizer train | encode | decode | bench
 void add_tokenize_command(CLI::App& app);
 void add_convert_command(CLI::App& app);  // lathe convert IN OUT [--to lathe|hf|llmc]
+void add_eval_command(CLI::App& app);     // lathe eval --checkpoint MODEL --mc FILE | --text FILE
 
 }  // namespace lathe::cli

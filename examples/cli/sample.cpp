@@ -39,19 +39,6 @@ struct SampleOptions {
   std::string tokenizer;          // a TOK (data/bpe_tokenizer.h) in place of the recorded one
 };
 
-// The tokenizer to encode and decode with: --tokenizer, else the one the weights record.
-data::BpeTokenizer sample_tokenizer(const SampleOptions& o, const train::LoadedModel& loaded) {
-  if (!o.tokenizer.empty()) return data::load_tokenizer(o.tokenizer);
-  const auto recorded = loaded.metadata.find("tokenizer");
-  if (recorded == loaded.metadata.end() || recorded->second == "bytes") return data::load_tokenizer("bytes");
-  LATHE_CHECK(recorded->second != train::kUnknownTokenizer, o.checkpoint, ": the weights (",
-              train::weights_format_name(loaded.format), ") do not say which tokenizer they take; give --tokenizer ",
-              "(gpt2 for GPT-2's vocabulary, bytes for a byte-level model, or a tokenizer file)");
-  // Checked against its checksum, so a changed file is an error, not garbled text.
-  const nlohmann::json j = serialize::parse_json_document(recorded->second, o.checkpoint + ": metadata \"tokenizer\"");
-  return data::load_tokenizer(data::TokenizerIdentity::from_json(j, o.checkpoint), "checkpoint " + o.checkpoint);
-}
-
 // Past these a request is a typing mistake that would generate for days, not a sample.
 constexpr int64_t kMaxTokens = 1000000;
 constexpr int64_t kMaxSamples = 100000;
@@ -94,7 +81,7 @@ void run_sample(const SampleOptions& o) {
   train::LoadedModel loaded = train::load_weights(o.checkpoint, device);
   loaded.model->set_precision(precision);
   std::optional<data::BpeTokenizer> tok;
-  tok.emplace(sample_tokenizer(o, loaded));
+  tok.emplace(train::model_tokenizer(loaded, o.checkpoint, o.tokenizer));
   // The ids drawn: those the model was trained to emit. A byte corpus has no end-of-text; token
   // shards have it (it marks where a document ends).
   const int64_t ids = tok->identity().kind == "bytes" ? data::ByteTokenizer::kVocabSize : int64_t(tok->vocab_size());

@@ -183,6 +183,9 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str()
       ->check(in_i64);
   cmd->add_option("--eval-iters", o->eval_iters, "validation batches per evaluation")->capture_default_str()->check(in_i64);
+  cmd->add_option("--eval-mc", o->eval_mc,
+                  "a multiple-choice set (JSONL, as lathe eval --mc reads) scored at each evaluation: accuracy and "
+                  "accuracy_norm in the progress and metrics.jsonl (mc_accuracy, mc_accuracy_norm)");
   cmd->add_option("--ckpt-interval", o->ckpt_interval, "checkpoint every this many steps; 0: at the end only")
       ->capture_default_str()
       ->check(in_i64);
