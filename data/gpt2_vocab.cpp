@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <array>
 #include <sstream>
 #include <unordered_map>
 
@@ -14,8 +15,8 @@ namespace lathe::data {
 
 namespace {
 
-// GPT-2's bytes_to_unicode as a map from the UTF-8 text of each alphabet character to its byte.
-std::unordered_map<std::string, uint8_t> unicode_to_byte() {
+// GPT-2's bytes_to_unicode: the UTF-8 text of each byte's character in the alphabet.
+std::array<std::string, 256> byte_to_unicode() {
   auto printable = [](int b) { return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF); };
   auto utf8 = [](uint32_t cp) {
     std::string s;
@@ -27,9 +28,17 @@ std::unordered_map<std::string, uint8_t> unicode_to_byte() {
     }
     return s;
   };
-  std::unordered_map<std::string, uint8_t> map;
+  std::array<std::string, 256> out;
   uint32_t next = 256;
-  for (int b = 0; b < 256; ++b) map[utf8(printable(b) ? uint32_t(b) : next++)] = uint8_t(b);
+  for (int b = 0; b < 256; ++b) out[size_t(b)] = utf8(printable(b) ? uint32_t(b) : next++);
+  return out;
+}
+
+// The same backwards: the text of each alphabet character to its byte.
+std::unordered_map<std::string, uint8_t> unicode_to_byte() {
+  std::unordered_map<std::string, uint8_t> map;
+  const std::array<std::string, 256> forward = byte_to_unicode();
+  for (int b = 0; b < 256; ++b) map[forward[size_t(b)]] = uint8_t(b);
   return map;
 }
 
@@ -47,6 +56,13 @@ bool token_to_bytes(const std::string& token, const std::unordered_map<std::stri
 }
 
 }  // namespace
+
+std::string gpt2_alphabet_text(std::string_view bytes) {
+  static const std::array<std::string, 256> alphabet = byte_to_unicode();
+  std::string out;
+  for (unsigned char b : bytes) out += alphabet[b];
+  return out;
+}
 
 std::string read_gpt2_file(const std::string& path, const char* what) {
   struct stat st {};

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "data/bpe_model.h"
 
@@ -27,6 +28,10 @@ Gpt2Vocab read_gpt2_vocab(const std::string& vocab_bpe, const std::string& encod
 // The same from the files' contents, already read (`vocab_bpe` and `encoder_json` name them in errors).
 Gpt2Vocab parse_gpt2_vocab(const std::string& vocab_text, const std::string& vocab_bpe, const std::string& encoder_text,
                            const std::string& encoder_json);
+// `bytes` spelt in GPT-2's byte-to-unicode alphabet, as vocab.bpe and encoder.json spell tokens (and
+// llama.cpp's byte-level BPE vocabularies in GGUF files).
+std::string gpt2_alphabet_text(std::string_view bytes);
+
 // The whole of one of the two files; errors name it and point at tools/fetch_gpt2_vocab.sh when it is missing.
 std::string read_gpt2_file(const std::string& path, const char* what);
 

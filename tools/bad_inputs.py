@@ -1595,10 +1595,51 @@ def eval_cases(inp):
     return cases
 
 
+# ---------------------------------------------------------------------------------------------
+# lathe convert --to gguf (issue 40)
+
+
+def gguf_cases(inp):
+    def trained(label, **config):
+        c = tiny_config()
+        c.update(config)
+        run = inp.path(f"gguf/{label}")
+        subprocess.run([inp.lathe, "train", "--data", inp.corpus, "--config", inp.write_json(f"gguf/{label}.json", c),
+                        "--steps", "1", "--batch", "2", "--eval-iters", "1", "--sample-tokens", "0", "--quiet",
+                        "--out", run], check=True, stdout=subprocess.DEVNULL, timeout=120)
+        return os.path.join(run, "model.safetensors")
+    softcap = trained("softcap", n_embd=32, n_head=2, bias=False, rope=True, norm="rms_norm", norm_weight=False,
+                      activation="squared_relu", qk_norm=True, tie_embeddings=False, logit_softcap=30.0)
+    relu2_qk = trained("relu2_qk", n_embd=32, n_head=2, bias=False, rope=True, norm="rms_norm",
+                       activation="squared_relu", qk_norm=True)
+    rope_ln = trained("rope_ln", n_embd=32, n_head=2, bias=False, rope=True)
+    narrow = trained("narrow", n_embd=48, n_head=2)
+    out = lambda name: inp.path(f"out/{name}.gguf")
+    gguf = inp.path("out/made.gguf")
+    subprocess.run([inp.lathe, "convert", inp.weights, gguf, "--to", "gguf"], check=True, stdout=subprocess.DEVNULL,
+                   timeout=60)
+    return [
+        Case("gguf.softcap", ["convert", softcap, out("softcap"), "--to", "gguf"], says="logit_softcap"),
+        Case("gguf.relu2_with_qk_norm", ["convert", relu2_qk, out("relu2_qk"), "--to", "gguf"], says="qk_norm"),
+        Case("gguf.rope_with_layer_norm", ["convert", rope_ln, out("rope_ln"), "--to", "gguf"], says="layer_norm"),
+        Case("gguf.q8_0_narrow", ["convert", narrow, out("narrow"), "--to", "gguf", "--dtype", "q8_0"],
+             says="cannot be Q8_0"),
+        Case("gguf.dtype_unknown", ["convert", inp.weights, out("x"), "--to", "gguf", "--dtype", "q4_0"], says="--dtype"),
+        Case("gguf.dtype_without_gguf", ["convert", inp.weights, inp.path("out/x.safetensors"), "--dtype", "f16"],
+             says="--dtype"),
+        Case("gguf.name_without_to", ["convert", inp.weights, out("y")], says="--to gguf"),
+        Case("gguf.exists", ["convert", inp.weights, gguf, "--to", "gguf"], says="exists; give --overwrite"),
+        Case("gguf.read_as_weights", ["sample", "--checkpoint", gguf], says="does not read"),
+        Case("gguf.hf_without_tokenizer", ["convert", inp.path("r3/hf_model"), out("hf"), "--to", "gguf"],
+             says="--tokenizer"),
+    ]
+
+
 def all_cases(inp):
     return (file_cases(inp) + flag_cases(inp) + usage_cases(inp) + config_cases(inp) + ref_cases(inp) +
             op_cases(inp) + tokenizer_cases(inp) + shard_directory_cases(inp) + named_fault_cases(inp) +
-            convert_cases(inp) + muon_cases(inp) + round3_cases(inp) + eval_cases(inp))
+            convert_cases(inp) + muon_cases(inp) + round3_cases(inp) + eval_cases(inp) +
+            gguf_cases(inp))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -14,6 +14,11 @@ pkgs=(cmake ninja-build g++ pkg-config libeigen3-dev doctest-dev nlohmann-json3-
       libxxhash-dev libopenblas-dev libpcre2-dev curl ca-certificates fortunes python3 clang libclang-rt-14-dev libomp-dev
       openmpi-bin libopenmpi-dev)
 [[ "${1:-}" == "--torch" ]] && pkgs+=(python3-torch libopenblas0-pthread)
+# Node.js and npm run llama.cpp's npm package for the GGUF tests (tools/fetch_llama_cpp.sh). Wanted
+# only where the commands are missing: a Node.js from elsewhere (NodeSource's bundles npm) is kept,
+# and Debian's npm package would conflict with it.
+command -v node >/dev/null || pkgs+=(nodejs)
+command -v npm >/dev/null || pkgs+=(npm)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -2,21 +2,24 @@
 
 #include <sys/stat.h>
 
+#include <filesystem>
+
 #include "core/finite.h"
 #include "data/bpe_tokenizer.h"
 #include "data/byte_tokenizer.h"
 #include "serialize/hf_gpt2.h"
 #include "serialize/json_document.h"
 #include "serialize/llmc.h"
+#include "train/gguf_export.h"
 
 namespace lathe::train {
 
 ConvertSummary convert_weights(const std::string& in, const std::string& out, const ConvertOptions& o) {
   LATHE_CHECK(o.to != WeightsFormat::checkpoint, "convert: a training checkpoint holds a run, not weights alone; "
-              "write lathe, hf or llmc");
+              "write lathe, hf, llmc or gguf");
   LATHE_CHECK(!o.bf16 || o.to == WeightsFormat::llmc, "convert: bf16 is llm.c's version 5; it needs --to llmc");
-  LATHE_CHECK(o.tokenizer.empty() || o.to == WeightsFormat::lathe,
-              "convert: only lathe's weights file records a tokenizer; --tokenizer needs --to lathe");
+  LATHE_CHECK(o.tokenizer.empty() || o.to == WeightsFormat::lathe || o.to == WeightsFormat::gguf,
+              "convert: only lathe's weights file and GGUF hold a tokenizer; --tokenizer needs --to lathe or gguf");
   // Where the output goes is checked first: a refusal costs no conversion.
   const serialize::Existing existing = o.overwrite ? serialize::Existing::replace : serialize::Existing::refuse;
   if (o.to == WeightsFormat::hf) {
@@ -43,6 +46,14 @@ ConvertSummary convert_weights(const std::string& in, const std::string& out, co
     case WeightsFormat::llmc:
       serialize::write_llmc(out, model.config(), model.state_dict(), o.bf16 ? DType::bf16 : DType::f32, existing);
       break;
+    case WeightsFormat::gguf: {
+      gguf_architecture(model.config(), in);  // a model llama.cpp cannot compute is refused before the tokenizer is read
+      const data::BpeTokenizer tok = model_tokenizer(loaded, in, o.tokenizer);
+      std::filesystem::path stem(in);
+      if (stem.filename().empty()) stem = stem.parent_path();
+      write_gguf(out, model, tok, o.gguf_type, stem.stem().string(), existing);
+      break;
+    }
     case WeightsFormat::lathe:
     case WeightsFormat::checkpoint: {
       serialize::Metadata meta;

@@ -4,6 +4,7 @@
 //   lathe   the weights file of train/weights_file.h (what `lathe sample` and `--init-from` read)
 //   hf      a Hugging Face GPT-2 directory (serialize/hf_gpt2.h)
 //   llmc    llm.c's model file, version 3 (f32) or, with bf16, 5 (serialize/llmc.h)
+//   gguf    llama.cpp's model file, f32, f16 or q8_0, with the tokenizer (train/gguf_export.h)
 // The weights go through lathe's GPT, so whatever IN holds is checked as a model before anything
 // is written, and OUT is written atomically: an error or a kill leaves it as it was. OUT must not
 // exist (a Hugging Face directory may be empty) unless `overwrite` is given; two conversions to
@@ -14,6 +15,7 @@
 #include <string>
 
 #include "nn/gpt.h"
+#include "serialize/gguf.h"
 #include "train/weights_file.h"
 
 namespace lathe::train {
@@ -22,7 +24,9 @@ struct ConvertOptions {
   WeightsFormat to = WeightsFormat::lathe;  // lathe, hf or llmc
   bool bf16 = false;                        // llmc: version 5
   bool overwrite = false;                   // replace an existing OUT (hf: its config and weights)
-  // lathe: the tokenizer to record (a TOK of data/bpe_tokenizer.h); "" keeps what IN records.
+  serialize::GgufType gguf_type = serialize::GgufType::f32;  // gguf: the matrices' type
+  // lathe: the tokenizer to record; gguf: the tokenizer to embed (a TOK of data/bpe_tokenizer.h);
+  // "" takes what IN records.
   std::string tokenizer;
 };
 

@@ -29,6 +29,7 @@ const char* weights_format_name(WeightsFormat f) {
     case WeightsFormat::checkpoint: return "checkpoint";
     case WeightsFormat::hf: return "hf";
     case WeightsFormat::llmc: return "llmc";
+    case WeightsFormat::gguf: return "gguf";
   }
   return "?";
 }
@@ -39,6 +40,9 @@ WeightsFormat weights_format_of(const std::string& path) {
   const std::string bin = ".bin";
   if (path.size() >= bin.size() && path.compare(path.size() - bin.size(), bin.size(), bin) == 0)
     return WeightsFormat::llmc;
+  const std::string gguf = ".gguf";
+  if (path.size() >= gguf.size() && path.compare(path.size() - gguf.size(), gguf.size(), gguf) == 0)
+    return WeightsFormat::gguf;
   return WeightsFormat::lathe;
 }
 
@@ -88,6 +92,8 @@ LoadedModel load_weights(const std::string& path, Device device) {
     return gpt2_model(serialize::read_hf_gpt2(path), format, path, device);
   }
   if (format == WeightsFormat::llmc) return gpt2_model(serialize::read_llmc(path), format, path, device);
+  LATHE_CHECK(format != WeightsFormat::gguf, path, ": a GGUF file, which lathe writes for llama.cpp but does not read; "
+              "give the lathe weights it was converted from");
   serialize::SafetensorsFile f = serialize::read_safetensors(path, Device::cpu());
   if (serialize::TrainingCheckpoint::is_checkpoint(f.metadata)) {
     // A training checkpoint: its weights, without the optimizer state.

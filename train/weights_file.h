@@ -34,8 +34,9 @@ enum class WeightsFormat {
   checkpoint,  // a training checkpoint of serialize/checkpoint.h: its weights
   hf,          // a Hugging Face GPT-2 directory (serialize/hf_gpt2.h)
   llmc,        // llm.c's GPT-2 model file (serialize/llmc.h)
+  gguf,        // llama.cpp's model file (train/gguf_export.h): written, never read
 };
-const char* weights_format_name(WeightsFormat f);  // "lathe", "checkpoint", "hf", "llmc"
+const char* weights_format_name(WeightsFormat f);  // "lathe", "checkpoint", "hf", "llmc", "gguf"
 // What `path` holds, by what it is: a directory is a Hugging Face model, a name ending in ".bin"
 // llm.c's model file, anything else lathe's safetensors (weights or a checkpoint: reported as
 // lathe here, told apart by the metadata once read).

@@ -37,6 +37,7 @@ struct SampleOptions {
   int64_t samples = 1;
   std::string precision = "f32";  // the forward's mixed-precision policy (nn/precision.h)
   std::string tokenizer;          // a TOK (data/bpe_tokenizer.h) in place of the recorded one
+  bool ids = false;               // print the drawn ids as a JSON array instead of their text
 };
 
 // Past these a request is a typing mistake that would generate for days, not a sample.
@@ -96,7 +97,9 @@ void run_sample(const SampleOptions& o) {
     sampling.vocab_limit = ids;
     Tensor out = loaded.model->generate(idx, o.tokens, sampling, o.seed + uint64_t(s));
     const std::vector<int64_t> drawn = out.to(Device::cpu()).flatten().to_vector<int64_t>();
-    const std::string text = tok->decode(std::vector<uint32_t>(drawn.begin(), drawn.end()));
+    const std::string text =
+        o.ids ? nlohmann::json(std::vector<int64_t>(drawn.begin() + int64_t(prompt.size()), drawn.end())).dump()
+              : tok->decode(std::vector<uint32_t>(drawn.begin(), drawn.end()));
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fputs(o.samples > 1 ? "\n---------------\n" : "\n", stdout);
     // Each sample goes out as soon as it exists; when it cannot, the next ones are not worth the time.
@@ -124,6 +127,7 @@ void add_sample_command(CLI::App& app) {
   cmd->add_option("--top-k", o->top_k, "sample among the k most likely tokens; 0: all")->capture_default_str();
   add_sampling_flags(*cmd, o->top_p, o->min_p, o->repetition_penalty, o->repetition_window);
   cmd->add_option("--seed", o->seed, "random seed of the sampler")->capture_default_str();
+  cmd->add_flag("--ids", o->ids, "print the ids drawn (after the prompt's) as a JSON array, not their text");
   cmd->add_option("--samples", o->samples, "number of independent samples (at most 100000)")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu, sim or cuda[:N]")->capture_default_str();
   cmd->add_option("--precision", o->precision, "f32, bf16 or fp16: the forward's products in 16 bits")

@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""lathe's GGUF files checked by real llama.cpp (tools/llama_cpp_check.mjs, node-llama-cpp 3.21.1's
+prebuilt CPU binary): a model trained by lathe for a few steps, converted with `lathe convert --to
+gguf` in each type, must in llama.cpp
+
+  - tokenize a test text to lathe's ids (`lathe tokenizer encode`),
+  - give for every position of the text the log-probabilities lathe gives (`lathe ref`, a "gpt" case
+    of the same weights; compared as log-softmax, since node-llama-cpp hands out no raw logits),
+    within the type's bound below, and
+  - continue the text greedily with the tokens `lathe sample --temperature 0 --ids` draws: N of them,
+    N = min(64, block_size - the text's tokens) (llama.cpp's gpt2 has no positions past block_size).
+
+    tools/gguf_check.py --lathe LATHE --model tiny|small|speedrun|llama|qwen3 --tokenizer bytes|bpe|gpt2
+                        [--dtypes f32,f16,q8_0] [--steps N] [--keep DIR]
+
+Bounds on max |log p(lathe) - log p(llama.cpp)| over the text's positions and the vocabulary, as
+measured (docs/gpt2-weights.md, "GGUF"):
+  f32   1e-4 x max(1, |log p|) for llama, arcee and qwen3; gpt2 1e-3 (1.2e-4 measured), for ggml computes GELU from an
+        f16 table (gelu(x) of x rounded to f16, rounded to f16)
+  f16   5e-2 (llama.cpp rounds the activations of an f16 product to f16 as well)
+  q8_0  1.0  (llama.cpp quantizes the activations of a Q8_0 product to 8 bits too)
+and the greedy continuation must be equal in every type.
+
+Exit 77 (a skip for ctest), saying why, where Node.js, node-llama-cpp or GPT-2's vocabulary is missing.
+"""
+import argparse
+import json
+import math
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from bad_inputs import read_safetensors, safetensors_bytes  # noqa: E402
+
+TEXT = "The quick brown fox, and the money."
+CORPUS_BYTES = 400_000
+
+MODELS = {
+    "tiny": "tiny",
+    "small": "small",
+    # speedrun-small without what llama.cpp cannot compute with ReLU^2 (the soft cap, QK-norm): arcee.
+    "speedrun": {"vocab_size": 256, "block_size": 128, "n_layer": 4, "n_head": 4, "n_embd": 128, "bias": False,
+                 "rope": True, "norm": "rms_norm", "norm_weight": False, "activation": "squared_relu",
+                 "tie_embeddings": False},
+    "llama": {"vocab_size": 256, "block_size": 128, "n_layer": 2, "n_head": 4, "n_embd": 128, "bias": False,
+              "rope": True, "norm": "rms_norm", "activation": "swiglu", "tie_embeddings": False},
+    "qwen3": {"vocab_size": 256, "block_size": 128, "n_layer": 2, "n_head": 4, "n_embd": 128, "bias": False,
+              "rope": True, "norm": "rms_norm", "norm_weight": False, "activation": "swiglu", "qk_norm": True},
+}
+BOUNDS = {"f32": 1e-4, "f16": 5e-2, "q8_0": 1.0}
+GPT2_F32_BOUND = 1e-3
+
+
+def skip(why):
+    print(f"gguf_check: skipped: {why}")
+    sys.exit(77)
+
+
+def lathe(binary, *args, cwd=None):
+    p = subprocess.run([binary, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, timeout=600)
+    if p.returncode != 0:
+        raise SystemExit(f"gguf_check: lathe {' '.join(args)} failed ({p.returncode}): {p.stderr.decode(errors='replace')}")
+    return p.stdout.decode()
+
+
+def lathe_logprobs(binary, weights, config, ids, work):
+    """lathe's log-probabilities for every position of `ids` (a "gpt" reference case of the weights)."""
+    meta, tensors = read_safetensors(weights)
+    idx = struct.pack(f"<{len(ids)}q", *ids)
+    tensors = [t for t in tensors] + [("idx", "I64", [1, len(ids)], idx), ("targets", "I64", [1, len(ids)], idx)]
+    case = os.path.join(work, "logits.case.safetensors")
+    with open(case, "wb") as f:
+        f.write(safetensors_bytes(tensors, {"case": json.dumps({"kind": "gpt", "config": config})}))
+    out = os.path.join(work, "logits.out.safetensors")
+    if os.path.exists(out):
+        os.remove(out)
+    lathe(binary, "ref", case, out)
+    _, result = read_safetensors(out)
+    logits = next(raw for name, _, _, raw in result if name == "logits")
+    V = config["vocab_size"]
+    values = struct.unpack(f"<{len(logits) // 4}f", logits)
+    rows = []
+    for t in range(len(ids)):
+        row = values[t * V:(t + 1) * V]
+        m = max(row)
+        lse = m + math.log(sum(math.exp(x - m) for x in row))
+        rows.append([x - lse for x in row])
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lathe", required=True)
+    ap.add_argument("--model", choices=sorted(MODELS), required=True)
+    ap.add_argument("--tokenizer", choices=["bytes", "bpe", "gpt2"], required=True)
+    ap.add_argument("--dtypes", default="f32,f16,q8_0")
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--keep", help="keep the work files in this directory")
+    args = ap.parse_args()
+    binary = os.path.abspath(args.lathe)
+    if shutil.which("node") is None:
+        skip("Node.js is not installed (tools/deps.sh installs it)")
+    checker = os.path.join(HERE, "llama_cpp_check.mjs")
+    if args.tokenizer == "gpt2" and not os.path.exists(os.path.join(REPO, ".deps", "gpt2", "vocab.bpe")):
+        skip("GPT-2's vocabulary is not in .deps/gpt2 (tools/fetch_gpt2_vocab.sh)")
+    work = args.keep or tempfile.mkdtemp(prefix="lathe_gguf_check_")
+    os.makedirs(work, exist_ok=True)
+    try:
+        return check(args, binary, checker, work)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def check(args, binary, checker, work):
+    corpus = os.path.join(work, "corpus.txt")
+    with open("/usr/share/games/fortunes/fortunes", "rb") as src, open(corpus, "wb") as dst:
+        dst.write(src.read(CORPUS_BYTES))
+    data, tok = corpus, "bytes"
+    if args.tokenizer != "bytes":
+        tok = "gpt2"
+        if args.tokenizer == "bpe":
+            tok = os.path.join(work, "tok.json")
+            lathe(binary, "tokenizer", "train", "--data", corpus, "--vocab-size", "600", "--out", tok)
+        data = os.path.join(work, "shards")
+        lathe(binary, "tokenize", "--tokenizer", tok, "--data", corpus, "--out", data)
+    config = MODELS[args.model]
+    if isinstance(config, dict):
+        path = os.path.join(work, "config.json")
+        with open(path, "w") as f:
+            json.dump(config, f)
+        config = path
+    run = os.path.join(work, "run")
+    lathe(binary, "train", "--data", data, "--config", config, "--steps", str(args.steps), "--batch", "4", "--lr", "3e-3",
+          "--eval-interval", "0", "--eval-iters", "1", "--sample-tokens", "0", "--quiet", "--threads", "2", "--out", run)
+    weights = os.path.join(run, "model.safetensors")
+    meta, _ = read_safetensors(weights)
+    cfg = json.loads(meta["config"])
+    text_file = os.path.join(work, "text.txt")
+    with open(text_file, "w") as f:
+        f.write(TEXT)
+    ids = json.loads(lathe(binary, "tokenizer", "encode", "--tokenizer", tok, text_file))
+    n = min(64, cfg["block_size"] - len(ids))
+    assert n > 0, "the test text leaves no room to continue"
+    want_greedy = json.loads(lathe(binary, "sample", "--checkpoint", weights, "--prompt", TEXT, "--temperature", "0",
+                                   "--tokens", str(n), "--ids"))
+    want_lp = lathe_logprobs(binary, weights, cfg, ids, work)
+    arch = None
+    failures = []
+    for dtype in args.dtypes.split(","):
+        gguf = os.path.join(work, f"model_{dtype}.gguf")
+        lathe(binary, "convert", weights, gguf, "--to", "gguf", "--dtype", dtype, "--overwrite")
+        p = subprocess.run(["node", checker, gguf, "--text", TEXT, "--tokens", ",".join(map(str, ids)), "--greedy", str(n)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
+        if p.returncode == 77:
+            skip(p.stdout.decode().strip())
+        if p.returncode != 0:
+            raise SystemExit(f"gguf_check: llama.cpp failed on {gguf} ({p.returncode}): {p.stderr.decode(errors='replace')[-2000:]}")
+        got = json.loads(p.stdout)
+        arch = got["architecture"]
+        if got["tokenize"] != ids:
+            failures.append(f"{dtype}: llama.cpp tokenizes the text to {got['tokenize'][:20]}..., lathe to {ids[:20]}...")
+        worst = 0.0
+        for t, (row_want, row_got) in enumerate(zip(want_lp, got["logprobs"])):
+            if len(row_got) != len(row_want):
+                failures.append(f"{dtype}: llama.cpp's vocabulary has {len(row_got)} entries, lathe's {len(row_want)}")
+                break
+            for w, g in zip(row_want, row_got):
+                if g is None:  # underflowed in llama.cpp's float32 softmax
+                    continue
+                worst = max(worst, abs(w - g) / max(1.0, abs(w)) if dtype == "f32" else abs(w - g))
+        bound = GPT2_F32_BOUND if (dtype == "f32" and arch == "gpt2") else BOUNDS[dtype]
+        if worst > bound:
+            failures.append(f"{dtype}: max log-probability difference {worst:.3g} over {len(ids)} positions, bound {bound}")
+        same = got["greedy"] == want_greedy
+        first = next((i for i, (a, b) in enumerate(zip(got["greedy"], want_greedy)) if a != b), None)
+        if not same:
+            failures.append(f"{dtype}: greedy continuations differ from token {first} on: llama.cpp {got['greedy'][:12]}..., "
+                            f"lathe {want_greedy[:12]}...")
+        print(f"gguf_check {args.model}/{args.tokenizer} {dtype} ({arch}): tokens equal {got['tokenize'] == ids}, "
+              f"max |log p difference| {worst:.3g} (bound {bound}), greedy {n} tokens "
+              f"{'equal' if same else 'differ'}")
+    for f in failures:
+        print("FAIL", f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
