@@ -39,6 +39,20 @@ void check_gpt2_block(const nn::GPTConfig& config, const std::string& what) {
   }
 }
 
+bool is_gpt2_block(const nn::GPTConfig& config) {
+  nn::GPTConfig gpt2 = config;  // the sizes, bias and dropout of `config`, every switch at its default
+  const nn::GPTConfig defaults{};
+  gpt2.rope = defaults.rope;
+  gpt2.rope_base = defaults.rope_base;
+  gpt2.norm = defaults.norm;
+  gpt2.norm_weight = defaults.norm_weight;
+  gpt2.activation = defaults.activation;
+  gpt2.qk_norm = defaults.qk_norm;
+  gpt2.tie_embeddings = defaults.tie_embeddings;
+  gpt2.logit_softcap = defaults.logit_softcap;
+  return gpt2 == config;
+}
+
 NamedTensors gpt2_tensors_of(const nn::GPTConfig& config, const NamedTensors& state, const std::string& what) {
   std::map<std::string, Tensor> by_name(state.begin(), state.end());
   NoGradGuard no_grad;

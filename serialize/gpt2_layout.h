@@ -30,6 +30,8 @@ std::vector<std::pair<std::string, Shape>> gpt2_tensors(const nn::GPTConfig& con
 // bias and dropout that differs from its default (a later block option) has no place in GPT-2's
 // formats. The error names `what` (the output), the field and its value.
 void check_gpt2_block(const nn::GPTConfig& config, const std::string& what);
+// Whether check_gpt2_block passes: every switch of the modern block at its default.
+bool is_gpt2_block(const nn::GPTConfig& config);
 
 // The tensors of gpt2_tensors(config) taken from `state` (a model's state_dict, on any device), on
 // the host and contiguous. A model without biases (config.bias false) gets zeros in their place,

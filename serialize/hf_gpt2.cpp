@@ -1,22 +1,18 @@
 #include "serialize/hf_gpt2.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <climits>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <map>
 #include <regex>
-#include <set>
 
 #include "core/autograd.h"
 #include "serialize/atomic_file.h"
-#include "serialize/staged_directory.h"
+#include "serialize/hf_directory.h"
 #include "serialize/json_document.h"
 
 namespace lathe::serialize {
@@ -27,8 +23,6 @@ using json = nlohmann::json;
 namespace fs = std::filesystem;
 
 constexpr const char* kConfigFile = "config.json";
-constexpr const char* kWeightsFile = "model.safetensors";
-constexpr const char* kIndexFile = "model.safetensors.index.json";
 constexpr const char* kPrefix = "transformer.";
 // lathe's LayerNorm eps (nn/block.cpp, nn/gpt.cpp), GPT-2's too.
 constexpr double kLayerNormEps = 1e-5;
@@ -102,81 +96,18 @@ bool is_mask_buffer(const std::string& unprefixed) {
   return std::regex_match(unprefixed, mask);
 }
 
-struct StoredTensor {
-  std::string stored_name;  // as the file spells it
-  std::string file;
-  Tensor tensor;
-};
-
-// The files that hold the weights: model.safetensors, or the shards an index names.
-std::vector<std::string> weight_files(const std::string& dir) {
-  const std::string single = join_path(dir, kWeightsFile), index = join_path(dir, kIndexFile);
-  std::error_code ec;
-  if (fs::exists(single, ec)) return {single};
-  if (fs::exists(index, ec)) {
-    const json j = read_json_file(index, index, kMaxListJsonBytes);
-    LATHE_CHECK(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(), index,
-                ": expected an object with a \"weight_map\" of tensor name -> file");
-    std::set<std::string> shards;
-    for (const auto& [name, file] : j["weight_map"].items()) {
-      LATHE_CHECK(file.is_string(), index, ": weight_map[\"", name, "\"] must be a file name, got ", quote_json(file));
-      const std::string f = file.get<std::string>();
-      // A shard lives in the directory: a path elsewhere is not one (and is not followed).
-      LATHE_CHECK(!f.empty() && f.find('/') == std::string::npos && f != "." && f != "..", index, ": weight_map[\"",
-                  name, "\"] names ", quote_json(file), ", not a file of this directory");
-      shards.insert(f);
-    }
-    LATHE_CHECK(!shards.empty(), index, ": weight_map is empty");
-    std::vector<std::string> out;
-    for (const std::string& f : shards) out.push_back(join_path(dir, f));
-    return out;
-  }
-  for (const char* other : {"pytorch_model.bin", "tf_model.h5", "flax_model.msgpack"})
-    LATHE_CHECK(!fs::exists(join_path(dir, other), ec), dir, ": no ", kWeightsFile, ", only ", other,
-                ", which lathe does not read; save the model again with save_pretrained(dir, "
-                "safe_serialization=True)");
-  LATHE_FAIL(dir, ": no weights: neither ", kWeightsFile, " nor ", kIndexFile);
-}
-
 // Every tensor of the files by its lathe name ("transformer." + the unprefixed name, or
 // lm_head.weight), the mask buffers left out.
-std::map<std::string, StoredTensor> read_tensors(const std::vector<std::string>& files) {
-  std::map<std::string, StoredTensor> out;
-  for (const std::string& file : files) {
-    SafetensorsFile f = read_safetensors(file);
-    for (auto& [name, t] : f.tensors) {
-      const std::string unprefixed = starts_with(name, kPrefix) ? name.substr(std::strlen(kPrefix)) : name;
-      if (is_mask_buffer(unprefixed)) continue;
-      const std::string lathe_name = unprefixed == "lm_head.weight" ? unprefixed : kPrefix + unprefixed;
-      const auto [it, fresh] = out.emplace(lathe_name, StoredTensor{name, file, t});
-      LATHE_CHECK(fresh || it->second.stored_name != name, "tensor '", name, "' is in two shards, ", it->second.file,
-                  " and ", file, "; a sharded model holds each tensor once");
-      LATHE_CHECK(fresh, file, ": tensors '", it->second.stored_name, "' and '", name,
-                  "' are two names for one weight (with and without the \"transformer.\" prefix)");
-    }
-  }
-  return out;
-}
-
-// `t` as f32, the error naming the tensor when it is not a floating tensor.
-Tensor as_f32(const StoredTensor& s) {
-  LATHE_CHECK(is_floating(s.tensor.dtype()), s.file, ": tensor '", s.stored_name, "' is ", s.tensor.desc(),
-              "; weights must be floating (F32, F16, BF16, F64)");
-  return s.tensor.to(DType::f32).contiguous();
+std::map<std::string, HfTensor> read_tensors(const std::vector<std::string>& files) {
+  return read_hf_tensors(files, [](const std::string& name) {
+    const std::string unprefixed = starts_with(name, kPrefix) ? name.substr(std::strlen(kPrefix)) : name;
+    if (is_mask_buffer(unprefixed)) return std::string();
+    return unprefixed == "lm_head.weight" ? unprefixed : kPrefix + unprefixed;
+  }, "with and without the \"transformer.\" prefix");
 }
 
 bool same_bits(const Tensor& a, const Tensor& b) {
   return a.shape() == b.shape() && std::memcmp(a.data_ptr(), b.data_ptr(), a.nbytes()) == 0;
-}
-
-// The entries of a model directory that a written model replaces: the config and every form of
-// weights (a sharded model's index and shards, PyTorch's pickles). Anything else (tokenizer files,
-// a README, generation_config.json) is carried over into the new directory.
-bool is_model_entry(const std::string& name) {
-  static const std::regex model(
-      R"(config\.json|model\.safetensors(\.index\.json)?|model-\d+-of-\d+\.safetensors|pytorch_model.*\.bin(\.index\.json)?)"
-      R"(|\..*\.tmp-\d+-\d+-[0-9a-f]+-\d+)");
-  return std::regex_match(name, model);
 }
 
 }  // namespace
@@ -255,12 +186,9 @@ json hf_config_of(const nn::GPTConfig& c) {
 
 GPT2Weights read_hf_gpt2(const std::string& dir) {
   const std::string config_path = join_path(dir, kConfigFile);
-  std::error_code ec;
-  LATHE_CHECK(fs::exists(config_path, ec), dir, ": no ", kConfigFile,
-              " (a Hugging Face model directory holds config.json and model.safetensors)");
   GPT2Weights out;
-  out.config = gpt_config_from_hf(read_json_file(config_path, config_path, kMaxConfigJsonBytes), config_path);
-  std::map<std::string, StoredTensor> stored = read_tensors(weight_files(dir));
+  out.config = gpt_config_from_hf(read_hf_config(dir), config_path);
+  std::map<std::string, HfTensor> stored = read_tensors(hf_weight_files(dir));
   // The blocks the weights hold, compared with n_layer before a name of every block is made.
   static const std::regex block_name(R"(transformer\.h\.(\d{1,9})\..*)");
   int64_t blocks = 0;
@@ -276,25 +204,25 @@ GPT2Weights read_hf_gpt2(const std::string& dir) {
     const auto it = stored.find(name);
     LATHE_CHECK(it != stored.end(), dir, ": the weights hold no tensor '", name.substr(std::strlen(kPrefix)),
                 "' (with or without the \"transformer.\" prefix)");
-    const StoredTensor& s = it->second;
+    const HfTensor& s = it->second;
     const bool conv1d = is_conv1d_weight(name);
     const Shape want = conv1d ? Shape{shape[1], shape[0]} : shape;
     LATHE_CHECK(s.tensor.shape() == want, s.file, ": tensor '", s.stored_name, "' is ", s.tensor.desc(), ", expected ",
                 shape_str(want), conv1d ? " (Conv1D's [in, out])" : "", " for the config's sizes");
-    const Tensor t = as_f32(s);
+    const Tensor t = hf_as_f32(s);
     out.weights.emplace_back(name, conv1d ? t.t().contiguous() : t);
     stored.erase(it);
   }
   if (const auto head = stored.find("lm_head.weight"); head != stored.end()) {
-    const StoredTensor& s = head->second;
+    const HfTensor& s = head->second;
     const Tensor& wte = out.weights.front().second;
-    LATHE_CHECK(s.tensor.shape() == wte.shape() && same_bits(as_f32(s), wte), s.file, ": tensor '", s.stored_name,
+    LATHE_CHECK(s.tensor.shape() == wte.shape() && same_bits(hf_as_f32(s), wte), s.file, ": tensor '", s.stored_name,
                 "' differs from wte.weight; lathe's head is tied to the token embedding, so an untied head cannot be "
                 "converted");
     stored.erase(head);
   }
   if (!stored.empty()) {
-    const StoredTensor& s = stored.begin()->second;
+    const HfTensor& s = stored.begin()->second;
     LATHE_FAIL(s.file, ": tensor '", s.stored_name, "' is not part of GPT-2 (", stored.size(),
                " unknown tensor(s); a GPT2LMHeadModel or GPT2Model has wte, wpe, h.<i>.*, ln_f and lm_head only)");
   }
@@ -310,29 +238,7 @@ void write_hf_gpt2(const std::string& dir_given, const nn::GPTConfig& config, co
   NamedTensors tensors = gpt2_tensors_of(config, state, dir);
   for (auto& [name, t] : tensors)
     if (is_conv1d_weight(name)) t = t.t().contiguous();
-  const std::string config_text = hf_config_of(config).dump(2) + "\n";
-  const bool replace = check_model_directory_writable(dir, overwrite);
-  StagedDirectory stage(dir, replace, dir);
-  write_safetensors(join_path(stage.path(), kWeightsFile), tensors, {{"format", "pt"}});  // transformers needs "pt"
-  write_file_atomically(join_path(stage.path(), kConfigFile),
-                        [&](AtomicFile& f) { f.write(config_text.data(), config_text.size()); });
-  stage.commit([](const std::string& name) { return !is_model_entry(name); });
-}
-
-bool check_model_directory_writable(const std::string& dir, bool overwrite) {
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0) {
-    LATHE_CHECK(errno == ENOENT, dir, ": ", std::strerror(errno));
-    return false;
-  }
-  LATHE_CHECK(S_ISDIR(st.st_mode), dir, ": is ", file_kind_name(st.st_mode),
-              "; a Hugging Face model is a directory (config.json and model.safetensors)");
-  std::error_code ec;
-  const bool empty = fs::is_empty(dir, ec);
-  LATHE_CHECK(!ec, dir, ": cannot list the directory: ", ec.message());
-  LATHE_CHECK(empty || overwrite, dir, " is not empty; give --overwrite to replace the model there (its config and "
-              "weights; other files such as a tokenizer are kept), or choose another directory");
-  return true;
+  write_hf_directory(dir, hf_config_of(config), tensors, overwrite);
 }
 
 }  // namespace lathe::serialize

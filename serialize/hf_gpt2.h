@@ -27,6 +27,7 @@
 #include <string>
 
 #include "serialize/gpt2_layout.h"
+#include "serialize/hf_directory.h"
 
 namespace lathe::serialize {
 
@@ -50,9 +51,5 @@ GPT2Weights read_hf_gpt2(const std::string& dir);
 // directory that are not a model's config or weights (a tokenizer, a README) are carried over.
 void write_hf_gpt2(const std::string& dir, const nn::GPTConfig& config, const NamedTensors& state,
                    bool overwrite = false);
-
-// Whether `dir` may receive a model: absent (false), or an empty directory or any directory with
-// `overwrite` (true: it exists). Otherwise an error that says what to do.
-bool check_model_directory_writable(const std::string& dir, bool overwrite);
 
 }  // namespace lathe::serialize

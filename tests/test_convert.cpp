@@ -248,9 +248,81 @@ TEST_CASE("convert: a model of the modern block is refused by GPT-2's formats, n
     for (const train::WeightsFormat format : {train::WeightsFormat::hf, train::WeightsFormat::llmc}) {
       const std::string out = d.file(std::string("out_") + train::weights_format_name(format));
       const std::string e = error_of([&] { train::convert_weights(d.file("modern.safetensors"), out, to(format)); });
-      CHECK_MESSAGE(e.find(std::string("the model's config has ") + says) != std::string::npos, e);
+      // A Hugging Face directory holds Llama's block too: the switch it names is the one that keeps
+      // the model from being either.
+      if (format == train::WeightsFormat::llmc)
+        CHECK_MESSAGE(e.find(std::string("the model's config has ") + says) != std::string::npos, e);
+      else
+        CHECK_MESSAGE(e.find("which neither GPT-2's block nor Llama's computes") != std::string::npos, e);
       CHECK_FALSE(fs::exists(out));
     }
+  }
+}
+
+TEST_CASE("convert: the modern block of Llama's switches is a Llama directory read back bitwise, and other switches are named") {
+  TempDir d("convert_llama");
+  nn::GPTConfig c{64, 16, 2, 2, 32, /*bias=*/false};
+  c.rope = true;
+  c.rope_base = 500000;
+  c.norm = nn::NormKind::rms_norm;
+  c.activation = nn::Activation::swiglu;
+  for (bool tied : {false, true}) {
+    INFO("tied ", tied);
+    c.tie_embeddings = tied;
+    nn::GPT model(c, 11);
+    train::save_weights(d.file("llama.safetensors"), model);
+    const std::string dir = d.file(tied ? "hf_tied" : "hf_untied");
+    train::convert_weights(d.file("llama.safetensors"), dir, to(train::WeightsFormat::hf));
+    const nlohmann::json config = nlohmann::json::parse(slurp(dir + "/config.json"));
+    CHECK(config["architectures"] == nlohmann::json::array({"LlamaForCausalLM"}));
+    CHECK(config["model_type"] == "llama");
+    CHECK(config["intermediate_size"] == nn::mlp_hidden_size(32, nn::Activation::swiglu));
+    CHECK(config["rope_theta"] == 500000.0);
+    CHECK(config["tie_word_embeddings"] == tied);
+    CHECK(config["num_key_value_heads"] == 2);
+    const serialize::SafetensorsFile f = serialize::read_safetensors(dir + "/model.safetensors");
+    CHECK(f.find("model.layers.1.self_attn.k_proj.weight") != nullptr);
+    CHECK(f.find("model.layers.0.mlp.gate_proj.weight") != nullptr);
+    CHECK((f.find("lm_head.weight") != nullptr) == !tied);
+    // q_proj, k_proj, v_proj are c_attn's rows in that order, as they are (both rotate halves).
+    NoGradGuard no_grad;
+    const Tensor qkv = model.transformer.h[1].attn.c_attn.weight;
+    CHECK(core_test::same_bits(f.at("model.layers.1.self_attn.k_proj.weight"), qkv.narrow(0, 32, 32).contiguous()));
+    // Back in, the same model bit for bit.
+    const train::LoadedModel back = train::load_weights(dir);
+    CHECK(back.model->config() == c);
+    CHECK(same_state(*back.model, model));
+  }
+  // Switches that are neither GPT-2's block nor Llama's.
+  const std::pair<const char*, void (*)(nn::GPTConfig&)> others[] = {
+      {"norm_weight = false", [](nn::GPTConfig& x) { x.norm_weight = false; }},
+      {"activation = \"squared_relu\"", [](nn::GPTConfig& x) { x.activation = nn::Activation::squared_relu; }},
+      {"qk_norm = true", [](nn::GPTConfig& x) { x.qk_norm = true; }},
+      {"logit_softcap = 30", [](nn::GPTConfig& x) { x.logit_softcap = 30; }},
+      {"bias = true", [](nn::GPTConfig& x) { x.bias = true; }},
+  };
+  for (const auto& [says, set] : others) {
+    INFO(says);
+    nn::GPTConfig x = c;
+    set(x);
+    train::save_weights(d.file("other.safetensors"), nn::GPT(x, 3));
+    const std::string e =
+        error_of([&] { train::convert_weights(d.file("other.safetensors"), d.file("hf_other"), to(train::WeightsFormat::hf)); });
+    CHECK_MESSAGE(e.find(std::string("the model's config has ") + says) != std::string::npos, e);
+    CHECK_FALSE(fs::exists(d.file("hf_other")));
+  }
+  // A Llama config.json lathe cannot compute, named by field.
+  const std::string dir = d.file("hf_untied");
+  const nlohmann::json good = nlohmann::json::parse(slurp(dir + "/config.json"));
+  const std::pair<const char*, nlohmann::json> fields[] = {{"num_key_value_heads", 1}, {"rms_norm_eps", 1e-6},
+                                                           {"intermediate_size", 100}, {"hidden_act", "gelu"},
+                                                           {"attention_bias", true}, {"rope_scaling", {{"type", "linear"}}}};
+  for (const auto& [field, value] : fields) {
+    INFO(field);
+    nlohmann::json bad = good;
+    bad[field] = value;
+    d.write("hf_untied/config.json", bad.dump());
+    CHECK(error_of([&] { train::load_weights(dir); }).find(std::string(field) + " = ") != std::string::npos);
   }
 }
 

@@ -1403,7 +1403,7 @@ def round3_cases(inp):
                                "--sample-tokens", "0", "--quiet", "--out", inp.path("runs/r3_init_" + label)],
                               says=says, memory_mb=3072))
     cases.append(Case("round3.convert_hf.rope_block_2_61", ["convert", sizes["rope_block_2_61"][0], out_file("rope_hf"),
-                                                             "--to", "hf"], says="rope = true"))
+                                                             "--to", "hf"], says="norm = \"layer_norm\" with rope"))
     cases.append(Case("round3.init_from.rope_block_2_61",
                       ["train", "--init-from", sizes["rope_block_2_61"][0], "--data", inp.corpus, "--steps", "1",
                        "--quiet", "--out", inp.path("runs/r3_init_rope")], says="shorter than one window"))

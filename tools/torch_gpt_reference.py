@@ -237,6 +237,68 @@ class GPT(nn.Module):
         return logits, loss
 
 
+class Llama(nn.Module):
+    """LlamaForCausalLM's forward, written from transformers' documented modelling (modeling_llama.py:
+    LlamaRMSNorm, LlamaRotaryEmbedding, rotate_half, LlamaAttention without grouped queries,
+    LlamaMLP) -- a PyTorch transcription, not transformers itself -- under its state_dict names
+    (model.embed_tokens, model.layers.<i>.self_attn.{q,k,v,o}_proj, model.layers.<i>.mlp.{gate,up,
+    down}_proj, model.layers.<i>.{input,post_attention}_layernorm, model.norm, lm_head), built from a
+    config.json's fields. forward(idx) returns the logits [B, T, vocab_size]."""
+
+    def __init__(self, config):
+        super().__init__()
+        c = config
+        self.C, self.H, self.eps, self.theta = c["hidden_size"], c["num_attention_heads"], c["rms_norm_eps"], c["rope_theta"]
+        self.hd = self.C // self.H
+        self.model = nn.Module()
+        self.model.embed_tokens = nn.Embedding(c["vocab_size"], self.C)
+        self.model.layers = nn.ModuleList()
+        for _ in range(c["num_hidden_layers"]):
+            layer = nn.Module()
+            layer.self_attn = nn.Module()
+            for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+                setattr(layer.self_attn, name, nn.Linear(self.C, self.C, bias=False))
+            layer.mlp = nn.Module()
+            layer.mlp.gate_proj = nn.Linear(self.C, c["intermediate_size"], bias=False)
+            layer.mlp.up_proj = nn.Linear(self.C, c["intermediate_size"], bias=False)
+            layer.mlp.down_proj = nn.Linear(c["intermediate_size"], self.C, bias=False)
+            layer.input_layernorm = nn.Module()
+            layer.input_layernorm.weight = nn.Parameter(torch.ones(self.C))
+            layer.post_attention_layernorm = nn.Module()
+            layer.post_attention_layernorm.weight = nn.Parameter(torch.ones(self.C))
+            self.model.layers.append(layer)
+        self.model.norm = nn.Module()
+        self.model.norm.weight = nn.Parameter(torch.ones(self.C))
+        self.lm_head = nn.Linear(self.C, c["vocab_size"], bias=False)
+        if c.get("tie_word_embeddings", False):
+            self.lm_head.weight = self.model.embed_tokens.weight
+
+    def rms(self, x, weight):  # LlamaRMSNorm: in float32, x * rsqrt(mean(x^2) + eps), times the weight
+        return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+
+    def forward(self, idx):
+        B, T = idx.shape
+        x = self.model.embed_tokens(idx)
+        inv_freq = 1.0 / (self.theta ** (torch.arange(0, self.hd, 2, dtype=torch.float64) / self.hd))
+        freqs = torch.outer(torch.arange(T, dtype=torch.float64), inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+        def rotate_half(t):
+            return torch.cat((-t[..., self.hd // 2:], t[..., :self.hd // 2]), dim=-1)
+
+        for layer in self.model.layers:
+            h = self.rms(x, layer.input_layernorm.weight)
+            a = layer.self_attn
+            q, k, v = (p(h).view(B, T, self.H, self.hd).transpose(1, 2) for p in (a.q_proj, a.k_proj, a.v_proj))
+            q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + a.o_proj(y.transpose(1, 2).reshape(B, T, self.C))
+            h = self.rms(x, layer.post_attention_layernorm.weight)
+            x = x + layer.mlp.down_proj(F.silu(layer.mlp.gate_proj(h)) * layer.mlp.up_proj(h))
+        return self.lm_head(self.rms(x, self.model.norm.weight))
+
+
 def from_preset(name, **kwargs):
     """The model of a preset and its benchmark batch."""
     if name not in PRESETS:

@@ -84,8 +84,7 @@ def lathe_logits(lathe, path, kind, idx, tmp):
         path = converted
     _, cfg, weights, _ = read_lathe(path)
     case = dict(weights, idx=idx.long(), targets=idx.long())
-    config = {k: cfg[k] for k in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd")}
-    config["bias"] = cfg.get("bias", True)
+    config = dict(cfg)  # every field the file records, the modern block's switches included
     case_path, out_path = os.path.join(tmp, "case.safetensors"), os.path.join(tmp, "out.safetensors")
     save_file(case_path, case, {"case": json.dumps({"kind": "gpt", "config": config})})
     run("ref", case_path, out_path)

@@ -8,6 +8,7 @@
 #include "data/bpe_tokenizer.h"
 #include "data/byte_tokenizer.h"
 #include "serialize/hf_gpt2.h"
+#include "serialize/hf_llama.h"
 #include "serialize/json_document.h"
 #include "serialize/llmc.h"
 #include "train/gguf_export.h"
@@ -41,7 +42,9 @@ ConvertSummary convert_weights(const std::string& in, const std::string& out, co
   ConvertSummary summary{loaded.format, model.config(), model.num_params()};
   switch (o.to) {
     case WeightsFormat::hf:
-      serialize::write_hf_gpt2(out, model.config(), model.state_dict(), o.overwrite);
+      // GPT-2's block as GPT2LMHeadModel's directory, the modern one as LlamaForCausalLM's (or refused).
+      if (serialize::is_gpt2_block(model.config())) serialize::write_hf_gpt2(out, model.config(), model.state_dict(), o.overwrite);
+      else serialize::write_hf_llama(out, model.config(), model.state_dict(), o.overwrite);
       break;
     case WeightsFormat::llmc:
       serialize::write_llmc(out, model.config(), model.state_dict(), o.bf16 ? DType::bf16 : DType::f32, existing);

@@ -7,6 +7,7 @@
 #include "serialize/checkpoint.h"
 #include "serialize/checksum.h"
 #include "serialize/hf_gpt2.h"
+#include "serialize/hf_llama.h"
 #include "serialize/json_document.h"
 #include "serialize/llmc.h"
 #include "serialize/weights.h"
@@ -89,6 +90,8 @@ LoadedModel load_weights(const std::string& path, Device device) {
     LATHE_CHECK(std::filesystem::exists(dir / "config.json", ec) || !std::filesystem::exists(dir / "metrics.jsonl", ec),
                 path, ": a run directory of lathe train, not a model directory; name its model.safetensors or one of "
                 "its checkpoints (ckpt-<step>.safetensors)");
+    // Llama's layout for the modern block, GPT-2's otherwise (whose reader names a model_type it does not take).
+    if (serialize::hf_model_type(path) == "llama") return gpt2_model(serialize::read_hf_llama(path), format, path, device);
     return gpt2_model(serialize::read_hf_gpt2(path), format, path, device);
   }
   if (format == WeightsFormat::llmc) return gpt2_model(serialize::read_llmc(path), format, path, device);

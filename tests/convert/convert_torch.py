@@ -19,6 +19,11 @@ sample_gpt2  a random GPT-2 of GPT-2's vocabulary (50,257 ids), written as a Hug
              decoded with GPT-2's encoder.json (by transformers' GPT2TokenizerFast where it exists).
              The prompt's ids are lathe's (`lathe tokenizer encode`, itself checked against
              tiktoken's by tests/test_tokenizer.cpp), and transformers' when it is there.
+llama        a model of Llama's switches (RoPE, RMSNorm, SwiGLU, no biases, untied) trained a few
+             steps by lathe and written by `lathe convert --to hf` as a Llama directory; its logits
+             in tools/torch_gpt_reference.py's Llama (a transcription of transformers' modelling) and,
+             where transformers is importable, in LlamaForCausalLM.from_pretrained, must match lathe's
+             own (`lathe ref`) at relative 1e-4; and `lathe convert` reads the directory back bitwise.
 """
 import argparse
 import json
@@ -147,13 +152,60 @@ def sample_gpt2(binary, tmp):
     return 0
 
 
+def llama(binary, tmp):
+    corpus = os.path.join(tmp, "corpus.txt")
+    with open(corpus, "w") as f:
+        f.write("the quick brown fox jumps over the lazy dog. " * 200)
+    config = os.path.join(tmp, "llama.json")
+    with open(config, "w") as f:
+        json.dump({"vocab_size": 256, "block_size": 32, "n_layer": 2, "n_head": 4, "n_embd": 64, "bias": False,
+                   "rope": True, "norm": "rms_norm", "activation": "swiglu", "tie_embeddings": False,
+                   "rope_base": 500000.0}, f)
+    run, hf, back = (os.path.join(tmp, n) for n in ("run", "hf", "back.safetensors"))
+    lathe(binary, "train", "--data", corpus, "--config", config, "--steps", "5", "--batch", "2", "--eval-interval", "0",
+          "--sample-tokens", "0", "--quiet", "--out", run)
+    weights = os.path.join(run, "model.safetensors")
+    lathe(binary, "convert", weights, hf, "--to", "hf")
+    lathe(binary, "convert", hf, back)
+    a, _ = torch_loads_lathe.load_file(weights)
+    b, _ = torch_loads_lathe.load_file(back)
+    if sorted(a) != sorted(b) or any(not torch.equal(a[k], b[k]) for k in a):
+        print("llama: lathe -> Llama directory -> lathe is not bitwise")
+        return 1
+    ref = torch_loads_lathe.load_reference()
+    with open(os.path.join(hf, "config.json")) as f:
+        cfg = json.load(f)
+    tensors, _ = torch_loads_lathe.load_file(os.path.join(hf, "model.safetensors"))
+    model = ref.Llama(cfg)
+    model.load_state_dict(tensors, strict=True)
+    model = model.double().eval()
+    idx = torch.tensor([[3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3]])
+    with torch.no_grad():
+        want = model(idx)
+    got = torch_loads_lathe.lathe_logits(binary, weights, "lathe", idx, tmp)
+    worst = ((got - want).abs() / want.abs().clamp_min(1e-3)).max().item()
+    status = 0 if torch.allclose(got, want, rtol=1e-4, atol=1e-5) else 1
+    print(f"llama: the reference Llama's logits against lathe's: max relative difference {worst:.3g}")
+    try:
+        from transformers import LlamaForCausalLM
+    except ImportError:
+        print("llama: transformers is not importable; LlamaForCausalLM not checked")
+        return status
+    hf_model = LlamaForCausalLM.from_pretrained(hf, torch_dtype=torch.float64).eval()
+    with torch.no_grad():
+        theirs = hf_model(idx).logits
+    ok = torch.allclose(theirs, want, rtol=1e-6, atol=1e-8)
+    print(f"llama: LlamaForCausalLM against the reference: {'equal' if ok else 'DIFFERENT'}")
+    return status if ok else 1
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lathe", required=True)
-    ap.add_argument("scenario", choices=["exports", "loads_lathe", "sample_gpt2"])
+    ap.add_argument("scenario", choices=["exports", "loads_lathe", "sample_gpt2", "llama"])
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="lathe_convert_torch_") as tmp:
-        run = {"exports": exports, "loads_lathe": loads_lathe, "sample_gpt2": sample_gpt2}[args.scenario]
+        run = {"exports": exports, "loads_lathe": loads_lathe, "sample_gpt2": sample_gpt2, "llama": llama}[args.scenario]
         return run(os.path.abspath(args.lathe), tmp)
 
 
