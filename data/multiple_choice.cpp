@@ -11,7 +11,7 @@ namespace lathe::data {
 
 namespace {
 
-constexpr size_t kMaxFileBytes = size_t(256) << 20;
+constexpr size_t kMaxBenchmarkBytes = size_t(256) << 20;
 
 // The item of one line, or an error (lathe::Error) saying what is wrong with it.
 MultipleChoiceItem parse_item(const std::string& line, int64_t number, const std::string& path) {
@@ -58,7 +58,7 @@ MultipleChoiceItem parse_item(const std::string& line, int64_t number, const std
 MultipleChoiceSet read_multiple_choice(const std::string& path) {
   CorpusFile info;
   FileHandle fd = open_regular_file(path, "multiple-choice file", info);
-  LATHE_CHECK(info.size <= kMaxFileBytes, path, ": ", info.size, " bytes, more than the ", kMaxFileBytes,
+  LATHE_CHECK(info.size <= kMaxBenchmarkBytes, path, ": ", info.size, " bytes, more than the ", kMaxBenchmarkBytes,
               " a multiple-choice file may hold");
   std::string text(info.size, '\0');
   read_exact(fd.get(), info, 0, info.size, reinterpret_cast<uint8_t*>(text.data()));

@@ -39,6 +39,8 @@ bool is_model_entry(const std::string& name) {
 
 }  // namespace
 
+std::string hf_config_path(const std::string& dir) { return join_path(dir, kConfigFile); }
+
 json read_hf_config(const std::string& dir) {
   const std::string path = join_path(dir, kConfigFile);
   std::error_code ec;

@@ -14,6 +14,8 @@
 
 namespace lathe::serialize {
 
+// The path of `dir`'s config.json.
+std::string hf_config_path(const std::string& dir);
 // config.json of `dir`, parsed (at most 1 MiB); errors name the directory or the file.
 nlohmann::json read_hf_config(const std::string& dir);
 // Its "model_type" ("gpt2", "llama", ...); an error naming the file when it has none.

@@ -20,14 +20,10 @@ namespace lathe::serialize {
 namespace {
 
 using json = nlohmann::json;
-namespace fs = std::filesystem;
 
-constexpr const char* kConfigFile = "config.json";
 constexpr const char* kPrefix = "transformer.";
 // lathe's LayerNorm eps (nn/block.cpp, nn/gpt.cpp), GPT-2's too.
 constexpr double kLayerNormEps = 1e-5;
-
-std::string join_path(const std::string& dir, const std::string& name) { return (fs::path(dir) / name).string(); }
 
 bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
@@ -185,7 +181,7 @@ json hf_config_of(const nn::GPTConfig& c) {
 }
 
 GPT2Weights read_hf_gpt2(const std::string& dir) {
-  const std::string config_path = join_path(dir, kConfigFile);
+  const std::string config_path = hf_config_path(dir);
   GPT2Weights out;
   out.config = gpt_config_from_hf(read_hf_config(dir), config_path);
   std::map<std::string, HfTensor> stored = read_tensors(hf_weight_files(dir));

@@ -144,7 +144,7 @@ nn::GPTConfig gpt_config_from_hf_llama(const json& j, const std::string& file) {
 
 GPT2Weights read_hf_llama(const std::string& dir) {
   GPT2Weights out;
-  out.config = gpt_config_from_hf_llama(read_hf_config(dir), dir + "/config.json");
+  out.config = gpt_config_from_hf_llama(read_hf_config(dir), hf_config_path(dir));
   const nn::GPTConfig& c = out.config;
   std::map<std::string, HfTensor> stored =
       read_hf_tensors(hf_weight_files(dir), [](const std::string& name) { return name; }, "");
