@@ -13,6 +13,7 @@
 
 #include "core/autograd.h"
 #include "data/bpe_tokenizer.h"
+#include "data/chat.h"
 #include "serialize/gguf.h"
 #include "tests/temp_dir.h"
 #include "tests/test_helpers.h"
@@ -237,6 +238,36 @@ TEST_CASE("gguf: the architecture is llama.cpp's that computes the block, or the
   c = nn::GPTConfig::preset("tiny");
   c.activation = nn::Activation::swiglu;
   CHECK(refused(c).find("activation = \"swiglu\" without rope") != std::string::npos);
+}
+
+TEST_CASE("gguf: a chat model's special tokens go in by name as CONTROL tokens, <|end|> as EOS, with the template") {
+  TempDir d("gguf_chat");
+  const data::BpeTokenizer bytes = data::load_tokenizer("bytes");
+  const data::ChatTokens chat = data::ChatTokens::after(bytes);
+  nn::GPTConfig c = modern(true, false);
+  c.vocab_size = 264;  // 256 bytes, end-of-text, the four chat tokens, three unused
+  nn::GPT model(c, 3);
+  train::write_gguf(d.file("chat.gguf"), model, bytes, serialize::GgufType::f32, "chat", serialize::Existing::replace, &chat);
+  const ReadGguf g = read_gguf(d.file("chat.gguf"));
+  const auto& tokens = kv<std::vector<std::string>>(g, "tokenizer.ggml.tokens");
+  const auto& types = kv<std::vector<int64_t>>(g, "tokenizer.ggml.token_type");
+  REQUIRE(tokens.size() == 264);
+  CHECK(tokens[256] == "<|endoftext|>");
+  CHECK(std::vector<std::string>(tokens.begin() + 257, tokens.begin() + 261) ==
+        std::vector<std::string>{"<|system|>", "<|user|>", "<|assistant|>", "<|end|>"});
+  for (int id = 256; id <= 260; ++id) CHECK(types[size_t(id)] == 3);  // CONTROL
+  CHECK(tokens[261] == "[PAD261]");
+  CHECK(kv<uint64_t>(g, "tokenizer.ggml.eos_token_id") == 260);  // a reply ends at <|end|>
+  CHECK(kv<uint64_t>(g, "tokenizer.ggml.bos_token_id") == 256);
+  CHECK(kv<std::string>(g, "tokenizer.chat_template") == data::chat_template_jinja());
+  // A model without chat tokens has no template, and ends at end-of-text.
+  train::write_gguf(d.file("plain.gguf"), model, bytes, serialize::GgufType::f32, "plain");
+  const ReadGguf plain = read_gguf(d.file("plain.gguf"));
+  CHECK(kv<uint64_t>(plain, "tokenizer.ggml.eos_token_id") == 256);
+  CHECK(plain.kv.count("tokenizer.chat_template") == 0);
+  c.vocab_size = 259;  // too few rows for the chat tokens
+  CHECK(error_of([&] { train::write_gguf(d.file("x.gguf"), nn::GPT(c, 3), bytes, serialize::GgufType::f32, "x",
+                                         serialize::Existing::replace, &chat); }).find("do not fit the model's vocab_size 259") != std::string::npos);
 }
 
 TEST_CASE("gguf: the tokenizer goes in whole, and llama's q and k rows turn rotate-half pairs into adjacent ones") {

@@ -92,6 +92,8 @@ EXPECTED_OK = {
     "round3.train.config.layers_float", "round3.path.train_out", "round3.path.convert_out",
     "round3.path.tokenize_tokenizer", "round3.inspect.header_80000_entries", "round3.convert.llmc_4000_layers",
     "round3.convert.llmc_4000_layers_to_llmc",
+    # A chat reads whatever a user types: any bytes, a line of any length.
+    "chat.stdin.line_1mib", "chat.stdin.invalid_utf8", "chat.stdin.commands", "chat.stdin.no_newline",
 }
 
 
@@ -1635,11 +1637,110 @@ def gguf_cases(inp):
     ]
 
 
+# ---------------------------------------------------------------------------------------------
+# lathe train --sft and lathe chat (issue 40)
+
+
+def chat_cases(inp):
+    lathe_train = lambda *a: subprocess.run([inp.lathe, "train", *a, "--batch", "2", "--eval-iters", "1",
+                                             "--sample-tokens", "0", "--quiet"],
+                                            check=True, stdout=subprocess.DEVNULL, timeout=120)
+    good = inp.write("chat/good.jsonl", b"".join(
+        b'{"messages": [{"role": "user", "content": "%d"}, {"role": "assistant", "content": "%d"}]}\n' % (i, i)
+        for i in range(10)))  # 6 tokens each: the tiny model's block_size is 8
+    other = inp.write("chat/other.jsonl", b"".join(
+        b'{"messages": [{"role": "user", "content": "%d"}, {"role": "assistant", "content": "x%d"}]}\n' % (i, i)
+        for i in range(10)))
+    sft_run = inp.path("chat/sft_run")
+    lathe_train("--init-from", inp.weights, "--sft", good, "--steps", "2", "--ckpt-interval", "1", "--out", sft_run)
+    tuned = os.path.join(sft_run, "model.safetensors")
+    first_ckpt = os.path.join(sft_run, "ckpt-00000001.safetensors")
+    meta, tensors = read_safetensors(tuned)
+
+    def tuned_with(label, template):
+        m = dict(meta)
+        if template is None:
+            m.pop("chat_template")
+        else:
+            m["chat_template"] = template
+        return inp.write(f"chat/{label}.safetensors", safetensors_bytes(tensors, m))
+
+    recorded = json.loads(meta["chat_template"])
+    shifted = dict(recorded, tokens={k: v + 1 for k, v in recorded["tokens"].items()})
+    # The template's record on weights whose vocabulary has no room for the chat tokens.
+    base_meta, base_tensors = read_safetensors(inp.weights)
+    small_vocab = inp.write("chat/small_vocab.safetensors",
+                            safetensors_bytes(base_tensors, dict(base_meta, chat_template=meta["chat_template"])))
+    files = {
+        "not_a_conversation": b"hello\n[1, 2]\n{\"messages\": 3}\n",
+        "no_assistant": b'{"messages": [{"role": "user", "content": "hi"}]}\n',
+        "system_not_first": b'{"messages": [{"role": "user", "content": "a"}, {"role": "system", "content": "b"}, '
+                            b'{"role": "assistant", "content": "c"}]}\n',
+        "unknown_role": b'{"messages": [{"role": "bot", "content": "a"}]}\n',
+        "content_not_text": b'{"messages": [{"role": "assistant", "content": ["a"]}]}\n',
+        "duplicate_key": b'{"messages": [{"role": "assistant", "content": "a", "content": "b"}]}\n',
+        "nested_100000": b"[" * 100000 + b"]" * 100000 + b"\n",
+        "line_2mib": b'{"messages": [{"role": "assistant", "content": "' + b"x" * (2 << 20) + b'"}]}\n',
+        "too_long_for_the_model": b'{"messages": [{"role": "assistant", "content": "' + b"x" * 200 + b'"}]}\n',
+        "binary": bytes(range(256)) * 64,
+    }
+    says = {"not_a_conversation": "line 1", "no_assistant": "no assistant message", "system_not_first": "first",
+            "unknown_role": "role must be", "content_not_text": "content must be a string", "duplicate_key": "twice",
+            "too_long_for_the_model": "block_size"}
+    cases = []
+    sft = lambda path, out: ["train", "--init-from", inp.weights, "--sft", path, "--out", inp.path(f"runs/sft_{out}")]
+    for label, blob in files.items():
+        path = inp.write(f"chat/{label}.jsonl", blob)
+        cases.append(Case(f"chat.sft.{label}", sft(path, label), says=says.get(label, "no conversation to train on")))
+    for label in ("missing", "directory", "fifo", "empty", "garbage"):
+        cases.append(Case(f"chat.sft.file_{label}", sft(inp.bad[label], label)))
+    cases += [
+        Case("chat.sft.without_init_from", ["train", "--sft", good, "--out", inp.path("runs/sft_noinit")],
+             says="--init-from"),
+        Case("chat.sft.with_data", sft(good, "with_data") + ["--data", inp.corpus], says="--sft"),
+        Case("chat.sft.resume_not_conversations", ["train", "--resume", first_ckpt, "--sft", inp.corpus,
+                                                   "--out", inp.path("runs/sft_resume_text")], says="--sft"),
+        Case("chat.sft.resume_other_conversations", ["train", "--resume", first_ckpt, "--sft", other,
+                                                     "--out", inp.path("runs/sft_resume_other")],
+             says="the data windows would differ"),
+        Case("chat.sft.resume_with_data", ["train", "--resume", first_ckpt, "--data", inp.corpus,
+                                           "--out", inp.path("runs/sft_resume_data")], says="not --data"),
+        Case("chat.sft.resume_pretraining_with_sft", ["train", "--resume", inp.checkpoint, "--sft", good,
+                                                      "--out", inp.path("runs/sft_resume_pre")], says="--init-from"),
+        Case("chat.not_fine_tuned", ["chat", "--checkpoint", inp.weights], says="not fine-tuned for chat"),
+        Case("chat.template_garbage", ["chat", "--checkpoint", tuned_with("garbage", "{not json")], says="chat_template"),
+        Case("chat.template_other_format", ["chat", "--checkpoint", tuned_with("other", json.dumps({"format": "chatml"}))],
+             says="chat template"),
+        Case("chat.template_version_2", ["chat", "--checkpoint", tuned_with("v2", json.dumps(dict(recorded, version=2)))],
+             says="version"),
+        Case("chat.template_other_ids", ["chat", "--checkpoint", tuned_with("ids", json.dumps(shifted))],
+             says="not those of its tokenizer"),
+        Case("chat.template_without_room", ["chat", "--checkpoint", small_vocab], says="does not hold the chat tokens"),
+        Case("chat.checkpoint_missing", ["chat", "--checkpoint", inp.bad["missing"]]),
+        Case("chat.checkpoint_garbage", ["chat", "--checkpoint", inp.bad["garbage"]]),
+        Case("chat.max_tokens_zero", ["chat", "--checkpoint", tuned, "--max-tokens", "0"], says="--max-tokens"),
+        Case("chat.top_p_two", ["chat", "--checkpoint", tuned, "--top-p", "2"], says="--top-p"),
+        Case("chat.temperature_negative", ["chat", "--checkpoint", tuned, "--temperature", "-1"], says="temperature"),
+        Case("chat.device_unknown", ["chat", "--checkpoint", tuned, "--device", "tpu"], says="tpu"),
+        Case("chat.convert_gguf_of_other_ids", ["convert", tuned_with("ids_gguf", json.dumps(shifted)),
+                                                inp.path("out/chat_ids.gguf"), "--to", "gguf"],
+             says="not those of its tokenizer"),
+    ]
+    # What a user types is text of any bytes and length: a line longer than the model's context (its
+    # last block_size tokens are the condition), invalid UTF-8 and NUL bytes, the commands alone.
+    for label, blob in {"line_1mib": b"y" * (1 << 20) + b"\n", "invalid_utf8": b"\xff\xfe\x00\xc3(\n",
+                        "commands": b"/reset\n/reset\n/quit\nignored\n", "no_newline": b"hi"}.items():
+        stdin = inp.write(f"chat/stdin_{label}.txt", blob)
+        cases.append(Case(f"chat.stdin.{label}", ["--checkpoint", tuned, "--max-tokens", "4", "--temperature", "0"],
+                          prefix=["sh", "-c", 'exec "$0" chat "$@" < "' + stdin + '"']))
+    return cases
+
+
 def all_cases(inp):
     return (file_cases(inp) + flag_cases(inp) + usage_cases(inp) + config_cases(inp) + ref_cases(inp) +
             op_cases(inp) + tokenizer_cases(inp) + shard_directory_cases(inp) + named_fault_cases(inp) +
             convert_cases(inp) + muon_cases(inp) + round3_cases(inp) + eval_cases(inp) +
-            gguf_cases(inp))
+            gguf_cases(inp) + chat_cases(inp))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,7 +11,12 @@ gguf` in each type, must in llama.cpp
     N = min(64, block_size - the text's tokens) (llama.cpp's gpt2 has no positions past block_size).
 
     tools/gguf_check.py --lathe LATHE --model tiny|small|speedrun|llama|qwen3 --tokenizer bytes|bpe|gpt2
-                        [--dtypes f32,f16,q8_0] [--steps N] [--keep DIR]
+                        [--dtypes f32,f16,q8_0] [--steps N] [--chat] [--keep DIR]
+
+--chat fine-tunes the model on examples/data/chat_sft.jsonl (`lathe train --sft`) before converting
+it, and the text becomes a rendered user turn, "<|user|>Hi there.<|end|><|assistant|>": llama.cpp,
+parsing special tokens, must tokenize it to lathe's chat ids, end generation at <|end|>, carry the
+chat template, and its greedy reply must be the one `lathe chat --temperature 0` gives.
 
 Bounds on max |log p(lathe) - log p(llama.cpp)| over the text's positions and the vocabulary, as
 measured (docs/gpt2-weights.md, "GGUF"):
@@ -101,6 +106,7 @@ def main():
     ap.add_argument("--tokenizer", choices=["bytes", "bpe", "gpt2"], required=True)
     ap.add_argument("--dtypes", default="f32,f16,q8_0")
     ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--chat", action="store_true", help="fine-tune for chat first and check a user's turn")
     ap.add_argument("--keep", help="keep the work files in this directory")
     args = ap.parse_args()
     binary = os.path.abspath(args.lathe)
@@ -140,23 +146,42 @@ def check(args, binary, checker, work):
     lathe(binary, "train", "--data", data, "--config", config, "--steps", str(args.steps), "--batch", "4", "--lr", "3e-3",
           "--eval-interval", "0", "--eval-iters", "1", "--sample-tokens", "0", "--quiet", "--threads", "2", "--out", run)
     weights = os.path.join(run, "model.safetensors")
+    text, chat = TEXT, None
+    if args.chat:
+        lathe(binary, "train", "--init-from", weights, "--sft", os.path.join(REPO, "examples", "data", "chat_sft.jsonl"),
+              "--steps", str(args.steps), "--batch", "8", "--lr", "3e-3", "--eval-interval", "0", "--eval-iters", "1",
+              "--sample-tokens", "0", "--quiet", "--threads", "2", "--out", run + "_chat")
+        weights = os.path.join(run + "_chat", "model.safetensors")
+        chat = json.loads(read_safetensors(weights)[0]["chat_template"])["tokens"]
+        text = "Hi there."
     meta, _ = read_safetensors(weights)
     cfg = json.loads(meta["config"])
     text_file = os.path.join(work, "text.txt")
     with open(text_file, "w") as f:
-        f.write(TEXT)
+        f.write(text)
     ids = json.loads(lathe(binary, "tokenizer", "encode", "--tokenizer", tok, text_file))
+    if chat:  # the user's turn as the chat template renders it (data/chat.h), ready for the reply
+        ids = [chat["<|user|>"]] + ids + [chat["<|end|>"], chat["<|assistant|>"]]
+        text = "<|user|>" + text + "<|end|><|assistant|>"
     n = min(64, cfg["block_size"] - len(ids))
     assert n > 0, "the test text leaves no room to continue"
-    want_greedy = json.loads(lathe(binary, "sample", "--checkpoint", weights, "--prompt", TEXT, "--temperature", "0",
-                                   "--tokens", str(n), "--ids"))
+    if chat:
+        p = subprocess.run([binary, "chat", "--checkpoint", weights, "--temperature", "0", "--max-tokens", str(n)],
+                           input=b"Hi there.\n", stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
+        if p.returncode != 0:
+            raise SystemExit(f"gguf_check: lathe chat failed ({p.returncode}): {p.stderr.decode(errors='replace')}")
+        want_greedy = p.stdout.decode().rstrip("\n")  # one line: a newline in the reply is written as \n
+    else:
+        want_greedy = json.loads(lathe(binary, "sample", "--checkpoint", weights, "--prompt", TEXT, "--temperature", "0",
+                                       "--tokens", str(n), "--ids"))
     want_lp = lathe_logprobs(binary, weights, cfg, ids, work)
     arch = None
     failures = []
     for dtype in args.dtypes.split(","):
         gguf = os.path.join(work, f"model_{dtype}.gguf")
         lathe(binary, "convert", weights, gguf, "--to", "gguf", "--dtype", dtype, "--overwrite")
-        p = subprocess.run(["node", checker, gguf, "--text", TEXT, "--tokens", ",".join(map(str, ids)), "--greedy", str(n)],
+        p = subprocess.run(["node", checker, gguf, "--text", text, *(["--special"] if chat else []),
+                            "--tokens", ",".join(map(str, ids)), "--greedy", str(n)],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
         if p.returncode == 77:
             skip(p.stdout.decode().strip())
@@ -178,12 +203,23 @@ def check(args, binary, checker, work):
         bound = GPT2_F32_BOUND if (dtype == "f32" and arch == "gpt2") else BOUNDS[dtype]
         if worst > bound:
             failures.append(f"{dtype}: max log-probability difference {worst:.3g} over {len(ids)} positions, bound {bound}")
-        same = got["greedy"] == want_greedy
-        first = next((i for i, (a, b) in enumerate(zip(got["greedy"], want_greedy)) if a != b), None)
-        if not same:
-            failures.append(f"{dtype}: greedy continuations differ from token {first} on: llama.cpp {got['greedy'][:12]}..., "
-                            f"lathe {want_greedy[:12]}...")
-        print(f"gguf_check {args.model}/{args.tokenizer} {dtype} ({arch}): tokens equal {got['tokenize'] == ids}, "
+        if chat:
+            if got["eos"] != chat["<|end|>"]:
+                failures.append(f"{dtype}: llama.cpp ends generation at token {got['eos']}, not <|end|> ({chat['<|end|>']})")
+            if not got["chat_template"]:
+                failures.append(f"{dtype}: the GGUF file carries no tokenizer.chat_template")
+            got_reply = got["greedy_text"].replace("\n", "\\n")
+            same = got_reply == want_greedy
+            if not same:
+                failures.append(f"{dtype}: llama.cpp's greedy reply {got_reply!r}, lathe chat's {want_greedy!r}")
+        else:
+            same = got["greedy"] == want_greedy
+            first = next((i for i, (a, b) in enumerate(zip(got["greedy"], want_greedy)) if a != b), None)
+            if not same:
+                failures.append(f"{dtype}: greedy continuations differ from token {first} on: llama.cpp "
+                                f"{got['greedy'][:12]}..., lathe {want_greedy[:12]}...")
+        print(f"gguf_check {args.model}/{args.tokenizer}{' chat' if chat else ''} {dtype} ({arch}): "
+              f"tokens equal {got['tokenize'] == ids}, "
               f"max |log p difference| {worst:.3g} (bound {bound}), greedy {n} tokens "
               f"{'equal' if same else 'differ'}")
     for f in failures:

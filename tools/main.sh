@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # lathe's main job: install what is needed, build, train a small GPT on Debian's fortunes corpus,
-# then sample from it. Extra arguments go to `lathe train` (e.g. --steps 2000 --config small).
+# sample from it, then fine-tune it on conversations and ask it two questions. Extra arguments go
+# to the first `lathe train` (e.g. --steps 2000 --config small).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/deps.sh
@@ -27,4 +28,12 @@ given --eval-mc "$@" || defaults+=(--eval-mc examples/data/english_mc.jsonl)
 "./$build/examples/lathe" train --data /usr/share/games/fortunes --out "$out" "${defaults[@]}" "$@"
 "./$build/examples/lathe" sample --checkpoint "$out/model.safetensors" --prompt "The " --tokens 300 \
   --temperature 0.8 --top-k 40 --seed 1
-echo "loss curves: $out/loss.svg, metrics: $out/metrics.jsonl"
+# Then what people do next with a model they pretrained: supervised fine-tuning on conversations
+# (docs/chat.md; about twenty seconds), and a chat that answers in the taught format.
+chat=runs/fortunes-chat
+rm -rf "$chat"
+"./$build/examples/lathe" train --init-from "$out/model.safetensors" --sft examples/data/chat_sft.jsonl \
+  --out "$chat" --steps 300 --batch 16 --lr 3e-3 --warmup 40 --eval-interval 100 --sample-tokens 0
+printf 'Hi there.\nSay something wise.\n' |
+  "./$build/examples/lathe" chat --checkpoint "$chat/model.safetensors" --temperature 0
+echo "loss curves: $out/loss.svg, metrics: $out/metrics.jsonl; the chat: lathe chat --checkpoint $chat/model.safetensors"

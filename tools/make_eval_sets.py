@@ -11,6 +11,13 @@ this project, not taken from any corpus):
                 sentence's grammar and sense, so the number moves later and less;
       knowledge facts about the world (a handful): beyond a model of a megabyte of fortunes.
 
+  examples/data/chat_sft.jsonl     conversations, {"messages": [{"role", "content"}, ...]}, for
+                                   `lathe train --sft` (data/chat.h): a chat that answers in one taught
+                                   format -- "Here is one: <a proverb>" when asked for a proverb,
+                                   "About <word>: <a proverb with it>" when asked about a word, a
+                                   greeting back and the offer of a proverb when greeted -- in one and
+                                   two turns, a tenth with a system message.
+
     tools/make_eval_sets.py [--check]     (--check: fail if the committed files differ)
 """
 
@@ -22,6 +29,7 @@ import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MC = os.path.join(REPO, "examples", "data", "english_mc.jsonl")
+CHAT = os.path.join(REPO, "examples", "data", "chat_sft.jsonl")
 
 # Each sentence ends in the word an item asks for (its final punctuation stays with the word).
 SENTENCES = [
@@ -198,21 +206,56 @@ def items():
     return out
 
 
+GREETINGS = ["Hello!", "Hi there.", "Good morning.", "Hey!", "Good evening.", "Hello, how are you?"]
+ASK = ["Tell me a proverb.", "Give me a proverb.", "Do you know a proverb?", "Say something wise.", "A proverb, please."]
+ABOUT = ["Give me a saying about {}.", "What do you say about {}?", "Tell me something about {}."]
+
+
+def keyword(sentence):
+    """The word a proverb is about: its longest word (its first of equal length), lower case."""
+    words = ["".join(c for c in w if c.isalpha() or c == "'") for w in sentence.split()]
+    return max(words, key=len).lower()
+
+
+def conversations():
+    rng = random.Random(1128)
+    user = lambda text: {"role": "user", "content": text}
+    assistant = lambda text: {"role": "assistant", "content": text}
+    out = []
+    for sentence in SENTENCES:
+        out.append([user(rng.choice(ASK)), assistant("Here is one: " + sentence)])
+        word = keyword(sentence)
+        out.append([user(rng.choice(ABOUT).format(word)), assistant(f"About {word}: {sentence}")])
+    for greeting in GREETINGS:
+        for _ in range(4):
+            out.append([user(greeting), assistant("Hello! Ask me for a proverb.")])
+    for _ in range(40):
+        sentence = rng.choice(SENTENCES)
+        out.append([user(rng.choice(GREETINGS)), assistant("Hello! Ask me for a proverb."),
+                    user(rng.choice(ASK)), assistant("Here is one: " + sentence)])
+    rng.shuffle(out)
+    for c in out[: len(out) // 10]:
+        c.insert(0, {"role": "system", "content": "You answer with proverbs."})
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args()
-    text = "".join(json.dumps(item) + "\n" for item in items())
-    if args.check:
-        with open(MC) as f:
-            if f.read() != text:
-                print(f"make_eval_sets: {MC} differs from what this script writes; run it", file=sys.stderr)
-                return 1
-        return 0
-    os.makedirs(os.path.dirname(MC), exist_ok=True)
-    with open(MC, "w") as f:
-        f.write(text)
-    print(f"make_eval_sets: {MC}: {text.count(chr(10))} items")
+    files = {MC: "".join(json.dumps(item) + "\n" for item in items()),
+             CHAT: "".join(json.dumps({"messages": c}) + "\n" for c in conversations())}
+    for path, text in files.items():
+        if args.check:
+            with open(path) as f:
+                if f.read() != text:
+                    print(f"make_eval_sets: {path} differs from what this script writes; run it", file=sys.stderr)
+                    return 1
+            continue
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+        print(f"make_eval_sets: {path}: {text.count(chr(10))} lines")
     return 0
 
 

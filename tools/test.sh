@@ -29,6 +29,9 @@ stage() { echo "== $1 (at $((SECONDS - start)) s)"; }
 # overload each other; tools/check_unity_names.py (a ctest test) keeps such names distinct.
 unity=-DCMAKE_UNITY_BUILD=ON
 
+# A collision would only show as a compile error deep in a batch; say it by name first.
+python3 tools/check_unity_names.py
+
 stage "release build"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "$unity" >/dev/null
 cmake --build build -j "$jobs"
@@ -58,10 +61,10 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DLATHE_CUDA=OFF -DLA
 cmake --build build-asan -j "$jobs" --target lathe_tests
 stage "sanitizer tests"
 # The GGUF checks against llama.cpp run whole in the Release suite; here the exporter runs under the
-# sanitizers for `tiny` on every tokenizer, not again for every model (12 runs of training and
-# llama.cpp at a third of the speed).
+# sanitizers for `tiny` on every tokenizer and for tiny's chat, not again for every model (15 runs
+# of training and llama.cpp at a third of the speed).
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --output-on-failure -j "$jobs" -E '^gguf\.llama_cpp\.(small|speedrun|llama|qwen3)_')
+  ctest --output-on-failure -j "$jobs" -E '^gguf\.llama_cpp\.(chat_)?(small|speedrun|llama|qwen3)_')
 
 if [[ -x tools/run_fuzzer.sh ]]; then
   stage "fuzzing the safetensors reader"

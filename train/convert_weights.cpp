@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <optional>
 
 #include "core/finite.h"
 #include "data/bpe_tokenizer.h"
@@ -54,7 +55,12 @@ ConvertSummary convert_weights(const std::string& in, const std::string& out, co
       const data::BpeTokenizer tok = model_tokenizer(loaded, in, o.tokenizer);
       std::filesystem::path stem(in);
       if (stem.filename().empty()) stem = stem.parent_path();
-      write_gguf(out, model, tok, o.gguf_type, stem.stem().string(), existing);
+      // A model fine-tuned for chat takes its chat tokens along (checked against its tokenizer).
+      std::optional<data::ChatTokens> chat;
+      if (const auto t = loaded.metadata.find("chat_template"); t != loaded.metadata.end())
+        chat = data::ChatTokens::from_json(serialize::parse_json_document(t->second, in + ": metadata \"chat_template\""),
+                                           tok, in);
+      write_gguf(out, model, tok, o.gguf_type, stem.stem().string(), existing, chat ? &*chat : nullptr);
       break;
     }
     case WeightsFormat::lathe:
@@ -70,6 +76,13 @@ ConvertSummary convert_weights(const std::string& in, const std::string& out, co
         meta["tokenizer"] = tok.identity().kind == "bytes" ? std::string("bytes") : tok.identity().to_json().dump();
       } else if (recorded != loaded.metadata.end()) {
         meta["tokenizer"] = recorded->second;
+      }
+      // A chat model stays one: its template goes along, if it fits the tokenizer the copy records.
+      if (const auto t = loaded.metadata.find("chat_template"); t != loaded.metadata.end()) {
+        const data::BpeTokenizer tok = model_tokenizer(loaded, in, o.tokenizer);
+        data::ChatTokens::from_json(serialize::parse_json_document(t->second, in + ": metadata \"chat_template\""), tok,
+                                    in);
+        meta["chat_template"] = t->second;
       }
       meta["converted_from"] = nlohmann::json{{"format", weights_format_name(loaded.format)}, {"path", serialize::path_to_json(in)}}.dump();
       save_weights(out, model, meta, existing);

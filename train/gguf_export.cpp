@@ -53,13 +53,15 @@ std::string gguf_architecture(const nn::GPTConfig& c, const std::string& what) {
 }
 
 void write_gguf(const std::string& path, const nn::GPT& model, const data::BpeTokenizer& tok, GgufType type,
-                const std::string& name, serialize::Existing existing) {
+                const std::string& name, serialize::Existing existing, const data::ChatTokens* chat) {
   const nn::GPTConfig& c = model.config();
   const std::string arch = gguf_architecture(c, path);
   const int64_t V = c.vocab_size, C = c.n_embd, L = c.n_layer, H = c.n_head, D = c.head_size();
   const int64_t ordinary = int64_t(tok.model().size());
   LATHE_CHECK(ordinary <= V, path, ": the tokenizer (", tok.identity().describe(), ") has ", ordinary,
               " ordinary tokens, more than the model's vocab_size ", V);
+  LATHE_CHECK(!chat || chat->vocab_size() <= V, path, ": the chat tokens (ids up to ", chat ? chat->end : 0,
+              ") do not fit the model's vocab_size ", V);
   NoGradGuard no_grad;
   std::map<std::string, Tensor> state;
   for (const auto& [n, t] : model.state_dict()) state[n] = t.detach().to(Device::cpu()).to(DType::f32).contiguous();
@@ -100,6 +102,9 @@ void write_gguf(const std::string& path, const nn::GPT& model, const data::BpeTo
     } else if (id == int64_t(tok.end_of_text())) {
       tokens.push_back("<|endoftext|>");
       types.push_back(kControl);
+    } else if (chat && id >= chat->system && id <= chat->end) {
+      tokens.push_back(data::kChatTokenNames[id - chat->system]);
+      types.push_back(kControl);
     } else {
       tokens.push_back("[PAD" + std::to_string(id) + "]");
       types.push_back(kUnused);
@@ -116,8 +121,10 @@ void write_gguf(const std::string& path, const nn::GPT& model, const data::BpeTo
   w.add("tokenizer.ggml.merges", merges);
   if (int64_t(tok.end_of_text()) < V) {
     w.add("tokenizer.ggml.bos_token_id", uint32_t(tok.end_of_text()));
-    w.add("tokenizer.ggml.eos_token_id", uint32_t(tok.end_of_text()));
+    // A chat model's reply ends at <|end|>: llama.cpp stops generating at EOS.
+    w.add("tokenizer.ggml.eos_token_id", uint32_t(chat ? chat->end : tok.end_of_text()));
   }
+  if (chat) w.add("tokenizer.chat_template", data::chat_template_jinja());
   w.add("tokenizer.ggml.add_bos_token", false);
   w.add("tokenizer.ggml.add_eos_token", false);
 

@@ -22,7 +22,9 @@
 // llama.cpp's "gpt2" tokenizer, every token spelt in GPT-2's byte alphabet, the merges in rank
 // order, the pre-tokenizer named after lathe's pattern ("gpt-2", or "llama3" for GPT-4's), the
 // end-of-text token as a CONTROL token and as BOS and EOS, ids past the tokenizer's (a padded
-// vocabulary) as unused "[PAD<id>]" tokens, and no BOS added.
+// vocabulary) as unused "[PAD<id>]" tokens, and no BOS added. A model fine-tuned for chat (`lathe
+// train --sft`) has its chat tokens (data/chat.h) as CONTROL tokens by name, <|end|> as EOS (where
+// llama.cpp ends a reply) and the template in tokenizer.chat_template.
 //
 // Types: f32; f16 (matrices in f16, norms and biases f32: llama.cpp's MOSTLY_F16); q8_0 (matrices
 // in Q8_0, the others f32: MOSTLY_Q8_0).
@@ -31,6 +33,7 @@
 #include <string>
 
 #include "data/bpe_tokenizer.h"
+#include "data/chat.h"
 #include "nn/gpt.h"
 #include "serialize/atomic_file.h"
 #include "serialize/gguf.h"
@@ -41,10 +44,11 @@ namespace lathe::train {
 // "<what>: ..." naming the switch llama.cpp cannot compute.
 std::string gguf_architecture(const nn::GPTConfig& config, const std::string& what);
 
-// Writes `model` with `tokenizer` (whose ids must fit the model's vocabulary) to `path`. `name` is
-// general.name. Errors name the model, the switch or the tokenizer at fault, before anything is written.
+// Writes `model` with `tokenizer` (whose ids must fit the model's vocabulary) and, for a chat model,
+// its `chat` tokens to `path`. `name` is general.name. Errors name the model, the switch or the
+// tokenizer at fault, before anything is written.
 void write_gguf(const std::string& path, const nn::GPT& model, const data::BpeTokenizer& tokenizer,
                 serialize::GgufType type, const std::string& name,
-                serialize::Existing existing = serialize::Existing::replace);
+                serialize::Existing existing = serialize::Existing::replace, const data::ChatTokens* chat = nullptr);
 
 }  // namespace lathe::train

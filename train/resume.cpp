@@ -21,7 +21,7 @@ TrainOptions merged_options(const TrainOptions& stored_options, const TrainOptio
   static const std::vector<std::string> free_keys = {"steps",   "eval_interval", "eval_iters",    "ckpt_interval",
                                                      "keep_last", "threads",     "device",        "out",
                                                      "sample_tokens", "data", "zero", "grad_slices", "tf32",
-                                                     "dist_timeout", "eval_mc"};
+                                                     "dist_timeout", "eval_mc", "sft"};
   nlohmann::json stored = to_json(stored_options), wanted = to_json(given);
   for (const std::string& key : given_keys) {
     if (!wanted.contains(key)) continue;
@@ -32,6 +32,15 @@ TrainOptions merged_options(const TrainOptions& stored_options, const TrainOptio
                   ", the command line asks for ", wanted[key].dump(), "; a resumed run keeps its settings");
     }
   }
+  // A fine-tuning run resumes on conversations, a pretraining run on text: the other flag would be
+  // ignored, or would turn the run into another one.
+  const bool given_data = std::find(given_keys.begin(), given_keys.end(), "data") != given_keys.end();
+  const bool given_sft = std::find(given_keys.begin(), given_keys.end(), "sft") != given_keys.end();
+  const bool fine_tuning = !stored_options.sft.empty();
+  LATHE_CHECK(!(fine_tuning && given_data), "--resume: the checkpoint's run fine-tunes on conversations (--sft ",
+              stored_options.sft, "); give --sft FILE, not --data, to say where they are now");
+  LATHE_CHECK(!(!fine_tuning && given_sft), "--resume: the checkpoint's run pretrains on --data; to fine-tune it for ",
+              "chat, start a run with --init-from CHECKPOINT --sft FILE");
   TrainOptions out = train_options_from_json(stored);
   out.quiet = given.quiet;
   out.progress_seconds = given.progress_seconds;

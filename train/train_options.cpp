@@ -107,6 +107,7 @@ void for_each_option(TrainOptions& o, F&& f) {
   f("eval_interval", o.eval_interval);
   f("eval_iters", o.eval_iters);
   f("eval_mc", o.eval_mc);
+  f("sft", o.sft);
   f("ckpt_interval", o.ckpt_interval);
   f("keep_last", o.keep_last);
   f("threads", o.threads);

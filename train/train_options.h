@@ -39,6 +39,9 @@ struct TrainOptions {
   int64_t eval_interval = 100;  // evaluate every this many steps (and at the end); 0: only at the end
   int64_t eval_iters = 20;      // validation batches per evaluation
   std::string eval_mc;          // a multiple-choice set scored at each evaluation (train/evaluation.h); "": none
+  // Supervised fine-tuning: conversations (JSONL, data/chat.h) in place of --data, the loss on the
+  // assistant's turns only; needs --init-from (the model and its tokenizer, grown by the chat tokens).
+  std::string sft;
   int64_t ckpt_interval = 0;    // checkpoint every this many steps; 0: only at the end
   int64_t keep_last = 3;        // checkpoints kept in the run directory (the newest ones)
   std::string resume;           // a run directory (its newest checkpoint) or a checkpoint file

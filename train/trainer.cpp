@@ -14,6 +14,7 @@
 #include "core/format.h"
 #include "core/ops.h"
 #include "data/bpe_tokenizer.h"
+#include "data/chat.h"
 #include "nn/sampling.h"
 #include "serialize/atomic_file.h"
 #include "serialize/directory_lock.h"
@@ -133,7 +134,30 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
     std::fprintf(stderr, "lathe: note: --tf32 is for f32 products on cuda; the %s device ignores it\n",
                  device_.str().c_str());
   nn::GPTConfig& cfg = state_.model_choice.config;
-  data_ = data::open_dataset(options_.data, cfg.block_size);
+  if (!options_.sft.empty()) {
+    // Conversations, tokenized by the model's own tokenizer and lathe's chat tokens after it: the
+    // weights' recorded one for a fresh fine-tuning, the checkpoint's for a resumed one.
+    LATHE_CHECK(resume || init, "--sft fine-tunes a trained model: give --init-from MODEL (or --resume a "
+                "fine-tuning run)");
+    if (resume) {
+      sft_base_ = std::make_unique<data::BpeTokenizer>(
+          program->tokenizer.is_null()
+              ? data::load_tokenizer("bytes")
+              : data::load_tokenizer(data::TokenizerIdentity::from_json(program->tokenizer, resume->path()),
+                                     "checkpoint " + resume->path()));
+    } else {
+      sft_base_ = std::make_unique<data::BpeTokenizer>(model_tokenizer(init->loaded, options_.init_from, ""));
+    }
+    auto conversations = std::make_unique<data::ConversationDataset>(options_.sft, *sft_base_, cfg.block_size);
+    for (size_t i = 0; i < conversations->skipped().size() && i < 10; ++i)
+      std::fprintf(stderr, "lathe: note: --sft %s line %lld skipped: %s\n", printable(options_.sft).c_str(),
+                   (long long)conversations->skipped()[i].line, printable(conversations->skipped()[i].reason).c_str());
+    data_ = std::move(conversations);
+    // The chat tokens follow the tokenizer's ids: the model's vocabulary grows to hold them.
+    if (!resume) cfg.vocab_size = std::max(cfg.vocab_size, data_->tokenizer().vocab_size());
+  } else {
+    data_ = data::open_dataset(options_.data, cfg.block_size);
+  }
   if (!options_.eval_mc.empty()) {
     // Read and fitted to the model now: a bad file is refused before the run, not at its first evaluation.
     eval_mc_ = data::read_multiple_choice(options_.eval_mc);
@@ -180,7 +204,8 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
 
   state_.model = std::make_unique<nn::GPT>(cfg, derive_seed(options_.seed, kWeights), device_);
   if (init) {
-    state_.model->load_state_dict(init->loaded.model->state_dict());
+    if (!options_.sft.empty()) load_for_chat(init->loaded.model->state_dict());
+    else state_.model->load_state_dict(init->loaded.model->state_dict());
     init.reset();  // the host copy is not needed any more
   }
   state_.model->train(true);
@@ -235,12 +260,13 @@ void Trainer::restore(const serialize::TrainingCheckpoint& ckpt, const ProgramSt
     const std::string had_sum = program.tokenizer.is_null() ? "" : program.tokenizer.value("checksum", "");
     const std::string have = data_->tokenizer().describe();
     const std::string have_sum = data_->tokenizer().checksum();
+    const std::string data_flag = options_.sft.empty() ? "--data " + options_.data : "--sft " + options_.sft;
     LATHE_CHECK(had_sum == have_sum, "the run was trained on tokens of ", had,
-                had_sum.empty() ? "" : " (checksum " + had_sum + ")", ", but --data ", options_.data, " holds tokens of ",
+                had_sum.empty() ? "" : " (checksum " + had_sum + ")", ", but ", data_flag, " holds tokens of ",
                 have, have_sum.empty() ? "" : " (checksum " + have_sum + ")", "; a resume needs the same tokenizer");
-    LATHE_CHECK(program.corpus_bytes == data_->stream_size(), "the ", data_->kind(), " ", options_.data, " has ",
-                data_->stream_size(), " ", data_->unit(), ", but the run was trained on ", program.corpus_bytes, " ",
-                data_->unit(), ": the data windows would differ");
+    LATHE_CHECK(program.corpus_bytes == data_->stream_size(), data_flag, ": ", data_->stream_size(), " ", data_->unit(),
+                " of ", data_->kind(), ", but the run was trained on ", program.corpus_bytes, " ", data_->unit(),
+                ": the data windows would differ");
     // The scaler's state (scale, growth tracker) comes back with the rest; a checkpoint of another
     // precision never gets here (--precision is one of the settings a resume keeps).
     ckpt.restore(*state_.model, *state_.optimizer, state_.scaler.get());
@@ -342,6 +368,33 @@ double Trainer::evaluate(data::Split split) {
   return mean;
 }
 
+void Trainer::load_for_chat(const nn::NamedTensors& weights) {
+  // The weights of --init-from into a model whose vocabulary holds the chat tokens too: the rows of
+  // the token embedding (and of an untied head) that the weights lack, and the rows of the chat
+  // tokens whatever the weights hold there (a padded vocabulary's unused rows), start as the mean of
+  // the tokenizer's ordinary tokens' rows -- what the model already makes of "a token" -- as
+  // transformers' resize_token_embeddings(mean_resizing=True) does.
+  const data::ChatTokens chat = data::ChatTokens::after(*sft_base_);
+  const int64_t ordinary = int64_t(sft_base_->model().size());
+  NoGradGuard no_grad;
+  nn::NamedTensors grown;
+  for (const auto& [name, t] : weights) {
+    if (name != "transformer.wte.weight" && name != "lm_head.weight") {
+      grown.emplace_back(name, t);
+      continue;
+    }
+    const int64_t V = state_.model_choice.config.vocab_size, C = t.size(1);
+    const Tensor host = t.detach().to(Device::cpu()).to(DType::f32).contiguous();
+    const Tensor mean = lathe::mean(host.narrow(0, 0, ordinary), {0}, /*keepdim=*/true);
+    std::vector<Tensor> rows = {host.narrow(0, 0, std::min(V, t.size(0)))};
+    if (V > t.size(0)) rows.push_back(mean.expand({V - t.size(0), C}).contiguous());
+    Tensor w = cat(rows, 0).contiguous();
+    for (int64_t id = chat.system; id <= chat.end; ++id) w.narrow(0, id, 1).copy_(mean);
+    grown.emplace_back(name, w);
+  }
+  state_.model->load_state_dict(grown);
+}
+
 std::string Trainer::divergence_advice() const {
   const TrainOptions& o = options_;
   // Decoupled weight decay multiplies each matrix by 1 - lr x wd a step: at 1 or more it zeroes or
@@ -370,10 +423,12 @@ void Trainer::save_weights(const std::string& path) const {
   check_finite_state(/*with_optimizer=*/false);
   serialize::Metadata meta;
   meta["step"] = std::to_string(state_.step);
-  meta["preset"] = state_.model_choice.name;
+  meta["preset"] = printable(state_.model_choice.name);
   if (last_val_loss_ >= 0) meta["val_loss"] = std::to_string(last_val_loss_);
   if (const data::TokenizerIdentity* id = data_->tokenizer().identity()) meta["tokenizer"] = id->to_json().dump();
-  if (!options_.init_from.empty()) meta["init_from"] = options_.init_from;
+  // Metadata values are text: a path that is not UTF-8 is recorded escaped (it only says where from).
+  if (!options_.init_from.empty()) meta["init_from"] = printable(options_.init_from);
+  if (sft_base_) meta["chat_template"] = data::ChatTokens::after(*sft_base_).to_json().dump();
   train::save_weights(path, *state_.model, meta);
 }
 

@@ -25,6 +25,7 @@
 
 #include "core/error.h"
 #include "core/random.h"
+#include "data/bpe_tokenizer.h"
 #include "data/dataset.h"
 #include "data/multiple_choice.h"
 #include "nn/gpt.h"
@@ -132,6 +133,8 @@ class Trainer {
   double evaluate(data::Split split);
   // model.safetensors with the config, step and last validation loss in its metadata.
   void save_weights(const std::string& path) const;
+  // --init-from's weights into the model grown by the chat tokens (--sft).
+  void load_for_chat(const nn::NamedTensors& weights);
   // What to change when training diverged: the weight decay where lr x wd >= 1, else the lr.
   std::string divergence_advice() const;
   // The whole training state (serialize/checkpoint.h), atomically. In a data parallel run every
@@ -175,6 +178,7 @@ class Trainer {
   std::unique_ptr<ThreadGovernor> threads_;  // the CPU threads, between steps
   Device device_;
   int64_t batch_ = 0;
+  std::unique_ptr<data::BpeTokenizer> sft_base_;  // --sft: the tokenizer the chat tokens extend
   std::unique_ptr<data::Dataset> data_;
   std::optional<data::MultipleChoiceSet> eval_mc_;  // --eval-mc's items, scored at each evaluation
   TrainState state_;

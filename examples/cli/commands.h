@@ -58,6 +58,7 @@ void add_inspect_command(CLI::App& app);
 void add_tokenizer_command(CLI::App& app);  // tokenizer train | encode | decode | bench
 void add_tokenize_command(CLI::App& app);
 void add_convert_command(CLI::App& app);  // lathe convert IN OUT [--to lathe|hf|llmc]
-void add_eval_command(CLI::App& app);     // lathe eval --checkpoint MODEL --mc FILE | --text FILE
+void add_eval_command(CLI::App& app);
+void add_chat_command(CLI::App& app);     // lathe chat --checkpoint MODEL (after lathe train --sft)     // lathe eval --checkpoint MODEL --mc FILE | --text FILE
 
 }  // namespace lathe::cli

@@ -80,6 +80,7 @@ int main(int argc, char** argv) {
   lathe::cli::add_tokenize_command(app);
   lathe::cli::add_convert_command(app);
   lathe::cli::add_eval_command(app);
+  lathe::cli::add_chat_command(app);
   check_numeric_options(app);
   try {
     app.parse(argc, argv);

@@ -183,6 +183,10 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str()
       ->check(in_i64);
   cmd->add_option("--eval-iters", o->eval_iters, "validation batches per evaluation")->capture_default_str()->check(in_i64);
+  auto* sft = cmd->add_option("--sft", o->sft,
+                              "supervised fine-tuning on conversations (JSONL of {\"messages\": [{\"role\", \"content\"}]}) "
+                              "in place of --data: lathe's chat template, the loss on the assistant's turns; needs "
+                              "--init-from (docs/chat.md)");
   cmd->add_option("--eval-mc", o->eval_mc,
                   "a multiple-choice set (JSONL, as lathe eval --mc reads) scored at each evaluation: accuracy and "
                   "accuracy_norm in the progress and metrics.jsonl (mc_accuracy, mc_accuracy_norm)");
@@ -224,7 +228,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--freeze", o->freeze,
                   "train with the parameters whose names match this regular expression frozen (no gradient, no "
                   "optimizer state), e.g. 'wte' or '^transformer\\.h\\.0\\.'");
-  cmd->callback([o, lr, cmd, config, init_from] {
+  cmd->callback([o, lr, cmd, config, init_from, sft] {
+    if (sft->count() > 0 && cmd->get_option("--data")->count() > 0)
+      throw UsageError("--sft trains on its conversations in place of --data; give one of them");
     check_explicit_values(*cmd, *o);
     if (!o->resume.empty() && o->overwrite)
       throw UsageError("--overwrite is for a fresh run; --resume continues the run in its own directory");
