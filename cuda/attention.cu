@@ -55,9 +55,10 @@
 //   1. Correctness: `build/tests/lathe_tests -tc='cuda: causal attention*'` and the op cases
 //      (`-tc='op cases*'`); their tolerances were set in the emulator, whose exp2f and products are
 //      exact where the GPU's are a few ulp off, so a failure just past them wants a look, not a wider
-//      tolerance. `compute-sanitizer --tool racecheck` and `synccheck` on the same cases (the
-//      emulator cannot see races: the cp.async stages and the __syncthreads after each tile are what
-//      keeps a stage from being refilled while read).
+//      tolerance. `compute-sanitizer --tool racecheck` and `synccheck` on the same cases
+//      (tools/gpu_check.sh --sanitize). The emulator sees a missing barrier of a key loop (it runs a
+//      warp up to its next __syncthreads before another, and a cp.async destination reads NaN until
+//      its wait): tools/emu_barrier_faults.py removes each one and watches these cases fail.
 //   2. Speed: tools/gpu_check.sh's `attention` stage runs examples/bench_attention (B 16, H 12,
 //      T 1024, D 64, bf16, forward + backward) against PyTorch's SDPA: the target is at most 1.25x
 //      its time. Also bench f32 and D 32 and 128, and T 1 to 16 after a long cache (the decode

@@ -17,7 +17,7 @@ FOLDERS = "core|cuda|nn|optim|serialize|data|train|ref|examples|tests|docs|tools
 PATH = re.compile(r"(?<![\w/.-])((?:%s)/[\w./-]*\w)" % FOLDERS)
 TEXT = re.compile(r"(\.(h|cpp|cu|cuh|py|sh|md|txt|cmake|in)|CMakeLists\.txt)$")
 # Files whose paths name nothing on purpose: their self-tests write files of these names.
-EXAMPLES = {"tools/check_layers.py", "tools/check_paths.py", "tools/check_unity_names.py"}
+EXAMPLES = {"tools/check_layers.py", "tools/check_paths.py", "tools/check_unity_names.py", "tools/gpu_check_dry.sh"}
 
 
 def stands(path, tracked, prefixes):

@@ -15,24 +15,49 @@
 #include <cublas_v2.h>
 #include <dlfcn.h>
 
+#include <cstdio>
+#include <string>
+
 #include "core/error.h"
 
 namespace {
 
-// LATHE_CUBLAS_SONAME, LATHE_CUBLASLT_SONAME: the toolkit's libraries, by the names the build found
-// them under.
 enum class Library { cublas, cublaslt };
 
-const char* soname(Library library) {
-  return library == Library::cublas ? LATHE_CUBLAS_SONAME : LATHE_CUBLASLT_SONAME;
+std::string soname(Library library, const std::string& major) {
+  return (library == Library::cublas ? "libcublas.so." : "libcublasLt.so.") + major;
+}
+
+// The cuBLAS major versions tried, the toolkit's that lathe was built with (LATHE_CUBLAS_MAJOR)
+// first, then 13 and 12: a GPU machine may carry only the other one (a PyTorch wheel's
+// nvidia/cublas, an older toolkit), and both keep the functions below by name. Both libraries come
+// from one major, chosen at the first call into either; another major than the build's is said once.
+const std::string& major() {
+  static const std::string chosen = [] {
+    std::string tried;
+    for (const char* m : {LATHE_CUBLAS_MAJOR, "13", "12"}) {
+      if (dlopen(soname(Library::cublaslt, m).c_str(), RTLD_NOW | RTLD_LOCAL) != nullptr) {
+        if (std::string(m) != LATHE_CUBLAS_MAJOR)
+          std::fprintf(stderr, "lathe: note: cuBLAS %s loaded; lathe was built with cuBLAS %s's headers\n", m,
+                       LATHE_CUBLAS_MAJOR);
+        return std::string(m);
+      }
+      const char* why = dlerror();
+      tried += (tried.empty() ? "" : "; ") + std::string(why ? why : soname(Library::cublaslt, m));
+    }
+    LATHE_FAIL("cuda: cannot load cuBLAS (", tried,
+               "); the CUDA backend needs the toolkit's cuBLAS libraries on the loader's path "
+               "(e.g. LD_LIBRARY_PATH=/usr/local/cuda/lib64)");
+  }();
+  return chosen;
 }
 
 void* open_library(Library library) {
-  void* h = dlopen(soname(library), RTLD_NOW | RTLD_LOCAL);
+  const std::string name = soname(library, major());
+  void* h = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (h == nullptr) {
     const char* why = dlerror();
-    LATHE_FAIL("cuda: cannot load ", library == Library::cublas ? "cuBLAS" : "cuBLASLt", " (",
-               why ? why : soname(library),
+    LATHE_FAIL("cuda: cannot load ", library == Library::cublas ? "cuBLAS" : "cuBLASLt", " (", why ? why : name,
                "); the CUDA backend needs the toolkit's cuBLAS libraries on the loader's path "
                "(e.g. LD_LIBRARY_PATH=/usr/local/cuda/lib64)");
   }
@@ -52,7 +77,7 @@ void* handle(Library library) {
 template <class Function>
 Function* real(Library library, const char* name) {
   void* address = dlsym(handle(library), name);
-  LATHE_CHECK(address != nullptr, "cuda: ", soname(library), " has no function ", name,
+  LATHE_CHECK(address != nullptr, "cuda: ", soname(library, major()), " has no function ", name,
               " (a cuBLAS older than the headers lathe was built with?)");
   return reinterpret_cast<Function*>(address);
 }

@@ -96,6 +96,18 @@ __global__ void block_sums_unsynchronised(const float* x, float* out) {
   if (t == 0) out[blockIdx.x] = partial[0];
 }
 
+// Each thread writes its slot, the warps exchange through a shuffle (a warp barrier, not a block
+// one), and each thread reads a slot of the other warp: without __syncthreads the read races.
+template <bool kSynchronised>
+__global__ void across_warps(float* out) {
+  __shared__ float slot[64];
+  const unsigned t = threadIdx.x;
+  slot[t] = float(t);
+  const int neighbour = __shfl_xor_sync(0xffffffffu, int(t), 1);
+  if (kSynchronised) __syncthreads();
+  out[blockIdx.x * 64 + t] = slot[(t + 32) % 64] + float(neighbour - int(t ^ 1u));
+}
+
 // Arguments are evaluated once per launch, as CUDA copies them.
 __global__ void store_argument(int value, int* out) { out[threadIdx.x] = value; }
 
@@ -181,6 +193,22 @@ TEST_CASE("emulator: a missing barrier reads shared memory no thread of the bloc
   const std::vector<float> h = dout.host();
   CHECK(std::isnan(h[0]));
   CHECK(h[1] == float(threads));
+}
+
+TEST_CASE("emulator: a warp runs up to its next block barrier before another starts, so a missing one shows") {
+  // Warp-synchronous calls (here a shuffle; ldmatrix and mma too) order a warp's lanes, not the
+  // block's warps: the first warp to run (warp 0 in even blocks, warp 1 in odd ones) reads the
+  // other's slots before they are written, NaN, whichever way the data flows.
+  DeviceArray<float> dout(2 * 64);
+  across_warps<false><<<2, 64>>>(dout.p);
+  const std::vector<float> racy = dout.host();
+  CHECK(std::isnan(racy[0]));
+  CHECK(racy[32] == 0.0f);       // warp 1 of block 0 runs second: warp 0's slots are written
+  CHECK(std::isnan(racy[64 + 32]));
+  CHECK(racy[64 + 0] == 32.0f);  // warp 0 of block 1 runs second
+  across_warps<true><<<2, 64>>>(dout.p);
+  const std::vector<float> synchronised = dout.host();
+  for (int i = 0; i < 2 * 64; ++i) CHECK(synchronised[size_t(i)] == float((i % 64 + 32) % 64));
 }
 
 TEST_CASE("emulator: a launch's arguments are evaluated once") {

@@ -1,6 +1,7 @@
 // The CUDA emulator's core (cuda/emulator/README.md): a launch runs every block of the grid one
 // after another, each thread of a block as a fiber on its own stack, so that
-// __syncthreads, __syncwarp and the warp shuffles are cooperative barriers between fibers.
+// __syncthreads, __syncwarp and the warp shuffles are cooperative barriers between fibers; one warp
+// runs at a time, up to its next __syncthreads, so that a missing block barrier shows.
 // Device memory is host memory. For testing kernel logic without a GPU: indexing, reductions,
 // barriers, launch shapes and limits; not timing, occupancy or races between blocks.
 //
@@ -25,6 +26,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <random>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -147,8 +149,9 @@ struct State {
   std::vector<unsigned long long> warp_gen;
   std::vector<unsigned char> slots;  // 16 bytes per thread: what a shuffle or ballot exchanges
   unsigned long long block_serial = 0;  // counts every block of every launch
-  bool backward = false;                // this block's threads run in reverse order
-  int round_pos = -1;                   // the running thread's place in the round's order
+  std::vector<unsigned> order;          // the threads in the order they run: warp by warp
+  int active_warp = -1;                 // the warp a round runs (-1: none chosen yet)
+  int round_pos = -1;                   // the running thread's place in `order`
   bool inside = false;
   unsigned char* dynamic = nullptr;     // this launch's dynamic shared memory
   size_t dynamic_bytes = 0;
@@ -237,17 +240,21 @@ inline char* map_stack() {
 
 inline Fiber& me() { return st().fibers[size_t(st().current)]; }
 
-// A round of the scheduler runs every thread that is neither done nor waiting once, in order
-// (forward or backward); a thread that stops hands over to the next one directly, and the last
-// one to the scheduler, which then releases the barriers that are complete.
-inline unsigned thread_at(unsigned k) {
-  const State& s = st();
-  return s.backward ? s.nthreads - 1 - k : k;
-}
+// The scheduler runs one warp at a time, as far as it can go: a round runs each runnable lane of
+// the warp once, a thread that stops hands over to the next lane directly and the last one to the
+// scheduler, which releases the warp's barrier (a shuffle, ldmatrix, mma) when it is complete and
+// lets the same warp go on. Only when it waits at __syncthreads (or is done) does the next warp run.
+// So no warp sees another's writes to shared memory before a block barrier orders them: a missing
+// barrier reads the 0xFF fill (NaN) or data of the wrong stage, whichever way the data flows,
+// because the warps run first to last in even blocks, last to first (lanes reversed too) in odd
+// ones, and in a random order per barrier interval under LATHE_EMU_SCHEDULE=random[:SEED].
+inline unsigned thread_at(unsigned k) { return st().order[k]; }
 inline int next_runnable(int after) {
   const State& s = st();
   for (unsigned k = unsigned(after + 1); k < s.nthreads; ++k) {
-    const Fiber& f = s.fibers[thread_at(k)];
+    const unsigned t = s.order[k];
+    if (s.active_warp >= 0 && int(t / 32) != s.active_warp) continue;
+    const Fiber& f = s.fibers[t];
     if (!f.done && !f.waiting) return int(k);
   }
   return -1;
@@ -302,50 +309,89 @@ inline void warp_barrier(unsigned mask, const char* what) {
   while (s.warp_gen[warp] == f.gen) yield();
 }
 
-inline void release_barriers() {
+// Releases __syncthreads when every live thread waits there; true when it did.
+inline bool release_block_barrier() {
   State& s = st();
-  bool block_ready = true;
   for (unsigned t = 0; t < s.nthreads; ++t)
-    if (!s.fibers[t].done && s.fibers[t].waiting != 1) block_ready = false;
-  if (block_ready) {
-    ++s.block_gen;
-    for (unsigned t = 0; t < s.nthreads; ++t) s.fibers[t].waiting = 0;
-    return;
+    if (!s.fibers[t].done && s.fibers[t].waiting != 1) return false;
+  ++s.block_gen;
+  for (unsigned t = 0; t < s.nthreads; ++t) s.fibers[t].waiting = 0;
+  return true;
+}
+
+// Releases warp `w`'s barrier when every lane of its mask waits there with that mask; true when it did.
+inline bool release_warp_barrier(unsigned w) {
+  State& s = st();
+  // The first waiting lane's mask decides; every lane of it must wait with the same mask.
+  unsigned mask = 0;
+  for (unsigned l = 0; l < 32 && w * 32 + l < s.nthreads; ++l) {
+    const Fiber& f = s.fibers[w * 32 + l];
+    if (f.waiting == 2) {
+      mask = f.warp_mask;
+      break;
+    }
   }
-  for (unsigned w = 0; w < s.warp_gen.size(); ++w) {
-    // The first waiting lane's mask decides; every lane of it must wait with the same mask.
-    unsigned mask = 0;
-    for (unsigned l = 0; l < 32 && w * 32 + l < s.nthreads; ++l) {
-      const Fiber& f = s.fibers[w * 32 + l];
-      if (f.waiting == 2) {
-        mask = f.warp_mask;
-        break;
+  if (mask == 0) return false;
+  for (unsigned l = 0; l < 32; ++l) {
+    if (!(mask >> l & 1u)) continue;
+    const Fiber& f = s.fibers[w * 32 + l];
+    if (f.done) {
+      s.current = -1;
+      die("in block (%u, %u, %u), warp %u: a warp-synchronous call (__shfl_*_sync, __syncwarp, __ballot_sync) "
+          "names lane %u in its mask 0x%08x, but that lane has exited",
+          s.block_idx.x, s.block_idx.y, s.block_idx.z, w, l, mask);
+    }
+    if (f.waiting != 2 || f.warp_mask != mask) return false;
+  }
+  ++s.warp_gen[w];
+  for (unsigned l = 0; l < 32; ++l)
+    if (mask >> l & 1u) s.fibers[w * 32 + l].waiting = 0;
+  return true;
+}
+
+// LATHE_EMU_SCHEDULE: unset or "warps" (first to last in even blocks, last to first in odd ones),
+// or "random" / "random:SEED" (a random order of warps for each interval between block barriers).
+struct Schedule {
+  bool random = false;
+  std::mt19937_64 rng;
+  Schedule() {
+    const char* v = std::getenv("LATHE_EMU_SCHEDULE");
+    const std::string text = v ? v : "warps";
+    if (text == "warps") return;
+    if (text.rfind("random", 0) == 0) {
+      random = true;
+      unsigned long long seed = 0;
+      if (text.size() > 6) {
+        char* end = nullptr;
+        seed = std::strtoull(text.c_str() + 7, &end, 10);
+        if (text[6] != ':' || *end != '\0') die("LATHE_EMU_SCHEDULE=%s: expected warps, random or random:SEED", v);
       }
+      rng.seed(seed);
+      return;
     }
-    if (mask == 0) continue;
-    bool ready = true;
-    for (unsigned l = 0; l < 32; ++l) {
-      if (!(mask >> l & 1u)) continue;
-      const Fiber& f = s.fibers[w * 32 + l];
-      if (f.done) {
-        s.current = -1;
-        die("in block (%u, %u, %u), warp %u: a warp-synchronous call (__shfl_*_sync, __syncwarp, __ballot_sync) "
-            "names lane %u in its mask 0x%08x, but that lane has exited",
-            s.block_idx.x, s.block_idx.y, s.block_idx.z, w, l, mask);
-      }
-      if (f.waiting != 2 || f.warp_mask != mask) ready = false;
-    }
-    if (ready) {
-      ++s.warp_gen[w];
-      for (unsigned l = 0; l < 32; ++l)
-        if (mask >> l & 1u) s.fibers[w * 32 + l].waiting = 0;
-    }
+    die("LATHE_EMU_SCHEDULE=%s: expected warps, random or random:SEED", v);
+  }
+};
+inline Schedule& schedule() {
+  static Schedule sch;
+  return sch;
+}
+
+// The order the block's threads run in until its next block barrier.
+inline void order_threads(bool backward) {
+  State& s = st();
+  const unsigned warps = (s.nthreads + 31) / 32;
+  std::vector<unsigned> warp_order(warps);
+  for (unsigned w = 0; w < warps; ++w) warp_order[w] = backward ? warps - 1 - w : w;
+  if (schedule().random) std::shuffle(warp_order.begin(), warp_order.end(), schedule().rng);
+  s.order.clear();
+  for (unsigned w : warp_order) {
+    const unsigned first = w * 32, n = std::min(32u, s.nthreads - first);
+    for (unsigned l = 0; l < n; ++l) s.order.push_back(first + (backward ? n - 1 - l : l));
   }
 }
 
-// Runs `body` once per thread of every block, the threads of a block as fibers taken in turn
-// (forward in even blocks, backward in odd ones, so that a missing barrier shows whichever way
-// the data flows).
+// Runs `body` once per thread of every block, the threads of a block as fibers taken warp by warp.
 inline void run_grid(dim3 grid, dim3 block, const std::function<void()>& body) {
   State& s = st();
   const unsigned n = block.x * block.y * block.z;
@@ -371,18 +417,29 @@ inline void run_grid(dim3 grid, dim3 block, const std::function<void()>& body) {
           f.waiting = 0;
           start_context(f.ctx, f.stack, kFiberStack, fiber_main);
         }
-        s.backward = (bx + grid.x * (by + grid.y * bz)) & 1;
+        const bool backward = (bx + grid.x * (by + grid.y * bz)) & 1;
+        order_threads(backward);
         for (;;) {
+          // The first warp in this interval's order that can run, as far as it can go.
+          s.active_warp = -1;
           const int first = next_runnable(-1);
-          const bool progressed = first >= 0;
-          if (progressed) switch_context(s.main_ctx, enter(first).ctx);  // back when the round is over
+          if (first >= 0) {
+            const unsigned w = s.order[first] / 32;
+            s.active_warp = int(w);
+            switch_context(s.main_ctx, enter(first).ctx);  // back when the warp's round is over
+            release_warp_barrier(w);
+            continue;
+          }
           bool all_done = true;
           for (unsigned t = 0; t < n && all_done; ++t) all_done = s.fibers[t].done;
           if (all_done) break;
-          const unsigned long long before = s.block_gen;
-          std::vector<unsigned long long> warps_before = s.warp_gen;
-          release_barriers();
-          if (!progressed && s.block_gen == before && s.warp_gen == warps_before) {
+          if (release_block_barrier()) {
+            if (schedule().random) order_threads(backward);
+            continue;
+          }
+          bool released = false;
+          for (unsigned w = 0; w < s.warp_gen.size(); ++w) released = release_warp_barrier(w) || released;
+          if (!released) {
             s.current = -1;
             die("deadlock: in block (%u, %u, %u) some threads wait at __syncthreads and others at a warp barrier, "
                 "or a warp barrier's lanes disagree on its mask",

@@ -20,8 +20,11 @@
 // specified, so tests compare with tolerances, not bits.
 //
 // cp.async copies are deferred: each thread keeps its uncommitted copies and its committed groups,
-// and cp_async_wait<N> performs all but the newest N groups. A kernel that reads shared memory
-// before waiting for the copy that fills it reads the old contents here too.
+// and cp_async_wait<N> performs all but the newest N groups. On a GPU the destination's bytes may
+// change at any moment between the issue and the wait, so here they turn to 0xFF (NaN) at the
+// issue: a kernel that reads shared memory before waiting for the copy that fills it reads NaN,
+// and so does a warp still reading a stage that another warp has already begun to refill (a
+// missing barrier before the refill).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -168,9 +171,11 @@ inline uint32_t pack_rn(float lo, float hi) {
 }
 
 inline void cp_async_16(void* dst, const void* src, bool fill) {
+  std::memset(dst, 0xFF, 16);
   emu::mma::pending().open.push_back({dst, src, 16, fill});
 }
 inline void cp_async_4(void* dst, const void* src, bool fill) {
+  std::memset(dst, 0xFF, 4);
   emu::mma::pending().open.push_back({dst, src, 4, fill});
 }
 inline void cp_async_commit() {

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Proves that the CUDA emulator sees a missing barrier in the attention kernels: removes, one at a
+time, the two block barriers of each tiled attention kernel's key loop in cuda/attention.cu (the
+one after cp_async_wait<1>(), which makes the stage other warps loaded visible, and the last one
+of the loop body, after which the stage is refilled), rebuilds the emulated suite, and runs the
+attention cases; each removal must make them fail. cuda/attention.cu is restored after each try
+(and on any exit). About a minute a removal on two cores.
+
+  python3 tools/emu_barrier_faults.py BUILD_DIR [--schedule warps|random:SEED] [--only KERNEL ...]
+
+Prints one line per removal and exits 1 when any removal went unnoticed.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cuda", "attention.cu")
+CASES = "cuda: causal attention*"
+
+
+def kernels(text):
+    """(name, start, end) of each __global__ kernel: from its declaration to the next one's."""
+    starts = [(m.group(1), m.start()) for m in re.finditer(r"__global__ void __launch_bounds__\([^)]*\)\s+(\w+)\(", text)]
+    return [(name, start, starts[i + 1][1] if i + 1 < len(starts) else len(text)) for i, (name, start) in enumerate(starts)]
+
+
+def barriers(text):
+    """(kernel, which, offset, length) of each barrier to remove."""
+    found = []
+    for name, start, end in kernels(text):
+        body = text[start:end]
+        m = re.search(r"cp_async_wait<1>\(\);\n(\s*__syncthreads\(\);[^\n]*\n)", body)
+        if m:
+            found.append((name, "after cp_async_wait<1>", start + m.start(1), len(m.group(1))))
+        loop = re.search(r"for \(int(?:64_t)? [kq]t = [^\n]*\{\n", body)
+        if loop:
+            # The loop body's last barrier: the last __syncthreads before the loop's closing brace at its indent.
+            close = body.find("\n" + " " * 2 + "}\n", loop.end())
+            last = body.rfind("__syncthreads();", loop.end(), close)
+            if last >= 0:
+                line_start = body.rfind("\n", 0, last) + 1
+                line_end = body.find("\n", last) + 1
+                found.append((name, "the stage refill", start + line_start, line_end - line_start))
+    return found
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("build")
+    ap.add_argument("--schedule", default="warps", help="LATHE_EMU_SCHEDULE for the runs (warps)")
+    ap.add_argument("--only", nargs="+", help="kernels to try (all)")
+    a = ap.parse_args()
+    original = open(SOURCE).read()
+    tries = [b for b in barriers(original) if not a.only or b[0] in a.only]
+    if not tries:
+        sys.exit("emu_barrier_faults: found no barriers to remove in cuda/attention.cu")
+    env = dict(os.environ, LATHE_EMU_SCHEDULE=a.schedule)
+    missed = 0
+    try:
+        for kernel, which, offset, length in tries:
+            line = original.count("\n", 0, offset) + 1
+            with open(SOURCE, "w") as f:
+                f.write(original[:offset] + "\n" * original.count("\n", offset, offset + length) + original[offset + length:])
+            build = subprocess.run(["cmake", "--build", a.build, "--target", "lathe_emu_tests"], capture_output=True, text=True)
+            if build.returncode != 0:
+                print(f"BUILD FAILED without {kernel}'s barrier {which} (line {line}):\n{build.stdout[-2000:]}")
+                missed += 1
+                continue
+            run = subprocess.run([os.path.join(a.build, "tests", "lathe_emu_tests"), f"-tc={CASES}"], env=env,
+                                 capture_output=True, text=True, timeout=900)
+            summary = [l for l in run.stdout.splitlines() if l.startswith("[doctest] test cases:")]
+            seen = run.returncode != 0
+            missed += not seen
+            print(f"{'caught' if seen else 'MISSED'}: {kernel} without its barrier {which} (line {line}): "
+                  f"{summary[-1] if summary else run.stdout.strip().splitlines()[-1:]}", flush=True)
+    finally:
+        with open(SOURCE, "w") as f:
+            f.write(original)
+        subprocess.run(["cmake", "--build", a.build, "--target", "lathe_emu_tests"], capture_output=True)
+    print(f"emu_barrier_faults: {len(tries) - missed} of {len(tries)} removed barriers caught (schedule {a.schedule})")
+    sys.exit(1 if missed else 0)
+
+
+if __name__ == "__main__":
+    main()
