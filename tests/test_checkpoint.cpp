@@ -21,6 +21,7 @@
 #include "optim/sgd.h"
 #include "serialize/checkpoint.h"
 #include "serialize/checksum.h"
+#include "tests/gpu_cases.h"
 #include "tests/temp_dir.h"
 #include "tests/test_helpers.h"
 
@@ -33,21 +34,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The accelerator-like devices to run the failure tests on: the host-backed sim device always,
-// the first GPU where this build has CUDA and the machine a GPU.
-std::vector<Device> accelerators() {
-  std::vector<Device> out = {Device::sim(0)};
-  bool gpu = false;
-  if (backend_available(DeviceType::cuda)) {
-    try {
-      gpu = backend_for(Device::cuda(0)).device_count() > 0;
-    } catch (const Error&) {
-    }
+// Each case with an accelerator runs on the host-backed sim device, and again as "<name> on cuda"
+// on the first GPU: skipped as every GPU case is where there is none (a failure under
+// LATHE_REQUIRE_GPU=1), run by the CUDA emulator as the ctest tests "emu:...".
+#define ACCELERATOR_CASES(name, body)         \
+  TEST_CASE(name) { body(Device::sim(0)); } \
+  TEST_CASE(name " on cuda") {                \
+    GPU_CASE();                               \
+    body(Device::cuda(0));                    \
   }
-  if (gpu) out.push_back(Device::cuda(0));
-  else MESSAGE("checkpoint failure tests: cuda skipped (no GPU); they run on sim");
-  return out;
-}
 
 nn::GPTConfig small_config() {
   nn::GPTConfig c;
@@ -143,195 +138,189 @@ void check_placement(const Optimizer& opt, Device param_device) {
 
 }  // namespace
 
-TEST_CASE("checkpoint failure 1: Prodigy's group state, restored, sits where its policy puts it") {
-  for (const Device acc : accelerators()) {
-    INFO("device ", acc.str());
-    TempDir dir("prodigy");
-    auto make = [](nn::GPT& m) { return std::make_unique<Prodigy>(m.parameters(), nlohmann::json{{"d0", 1e-4}}); };
+static void prodigy_group_state_placement(const Device acc) {
+  INFO("device ", acc.str());
+  TempDir dir("prodigy");
+  auto make = [](nn::GPT& m) { return std::make_unique<Prodigy>(m.parameters(), nlohmann::json{{"d0", 1e-4}}); };
+  Run ref(acc, make);
+  for (int i = 0; i < 3; ++i) ref.train_step();
+  ref.save(dir.file("p.safetensors"));
+  for (int i = 0; i < 2; ++i) ref.train_step();
+
+  Run resumed(acc, make);  // a fresh process: model built on the target device, then restore
+  resumed.restore(dir.file("p.safetensors"));
+  check_placement(*resumed.opt, acc);
+  for (const auto& e : resumed.opt->state_entries()) {
+    if (e.scope == StateScope::group) {
+      // The plain Prodigy step reads d, d_max, ... on the host every step: its policy is host,
+      // whatever device the checkpoint was written from. Moments stay with their parameters.
+      CHECK(e.placement == Placement::host);
+      CHECK(e.dtype == DType::f64);
+    }
+    // Moments with their parameters; the per-parameter step counter is host state.
+    if (e.scope == StateScope::param)
+      CHECK(e.tensor.device() == (e.placement == Placement::host ? Device::cpu() : acc));
+  }
+  CHECK(resumed.opt->group_state_tensor(0, "d").defined());
+  for (int i = 0; i < 2; ++i) resumed.train_step();  // no device mismatch
+  check_same_state(ref, resumed);
+}
+ACCELERATOR_CASES("checkpoint failure 1: Prodigy's group state, restored, sits where its policy puts it", prodigy_group_state_placement)
+
+static void state_placement_around_module_to(const Device acc) {
+  INFO("device ", acc.str());
+  TempDir dir("order");
+  for (bool fused : {false, true}) {
+    INFO("fused ", fused);
+    auto make = [fused](nn::GPT& m) { return all_params_adamw(m, fused); };
     Run ref(acc, make);
     for (int i = 0; i < 3; ++i) ref.train_step();
-    ref.save(dir.file("p.safetensors"));
+    ref.save(dir.file("o.safetensors"));
     for (int i = 0; i < 2; ++i) ref.train_step();
 
-    Run resumed(acc, make);  // a fresh process: model built on the target device, then restore
-    resumed.restore(dir.file("p.safetensors"));
-    check_placement(*resumed.opt, acc);
-    for (const auto& e : resumed.opt->state_entries()) {
-      if (e.scope == StateScope::group) {
-        // The plain Prodigy step reads d, d_max, ... on the host every step: its policy is host,
-        // whatever device the checkpoint was written from. Moments stay with their parameters.
-        CHECK(e.placement == Placement::host);
-        CHECK(e.dtype == DType::f64);
-      }
-      // Moments with their parameters; the per-parameter step counter is host state.
-      if (e.scope == StateScope::param)
-        CHECK(e.tensor.device() == (e.placement == Placement::host ? Device::cpu() : acc));
-    }
-    CHECK(resumed.opt->group_state_tensor(0, "d").defined());
-    for (int i = 0; i < 2; ++i) resumed.train_step();  // no device mismatch
-    check_same_state(ref, resumed);
+    // Restore on the cpu, then move the model: the state follows at the next step.
+    Run load_then_move(Device::cpu(), make);
+    load_then_move.restore(dir.file("o.safetensors"));
+    check_placement(*load_then_move.opt, Device::cpu());
+    load_then_move.model->to(acc);
+    for (int i = 0; i < 2; ++i) load_then_move.train_step();
+    check_placement(*load_then_move.opt, acc);
+    check_same_state(ref, load_then_move);
+
+    // Move first (optimizer created on the cpu), then restore: created on sim directly.
+    Run move_then_load(Device::cpu(), make);
+    move_then_load.model->to(acc);
+    move_then_load.restore(dir.file("o.safetensors"));
+    check_placement(*move_then_load.opt, acc);
+    for (int i = 0; i < 2; ++i) move_then_load.train_step();
+    check_same_state(ref, move_then_load);
   }
 }
+ACCELERATOR_CASES("checkpoint failure 2: state loaded before or after Module::to ends where its policy says", state_placement_around_module_to)
 
-TEST_CASE("checkpoint failure 2: state loaded before or after Module::to ends where its policy says") {
-  for (const Device acc : accelerators()) {
-    INFO("device ", acc.str());
-    TempDir dir("order");
-    for (bool fused : {false, true}) {
-      INFO("fused ", fused);
-      auto make = [fused](nn::GPT& m) { return all_params_adamw(m, fused); };
-      Run ref(acc, make);
-      for (int i = 0; i < 3; ++i) ref.train_step();
-      ref.save(dir.file("o.safetensors"));
-      for (int i = 0; i < 2; ++i) ref.train_step();
+static void scaled_fused_adamw_resume(const Device acc) {
+  INFO("device ", acc.str());
+  TempDir dir("scaler");
+  auto make = [](nn::GPT& m) { return all_params_adamw(m, /*fused=*/true); };
+  Run ref(acc, make, /*with_scaler=*/true);
+  for (int i = 0; i < 4; ++i) ref.train_step();  // the first steps overflow and back off
+  CHECK(ref.scaler->get_scale() < 1e38);
+  ref.save(dir.file("s.safetensors"));
+  const double scale = ref.scaler->get_scale();
+  const int64_t tracker = ref.scaler->growth_tracker();
+  for (int i = 0; i < 3; ++i) ref.train_step();
 
-      // Restore on the cpu, then move the model: the state follows at the next step.
-      Run load_then_move(Device::cpu(), make);
-      load_then_move.restore(dir.file("o.safetensors"));
-      check_placement(*load_then_move.opt, Device::cpu());
-      load_then_move.model->to(acc);
-      for (int i = 0; i < 2; ++i) load_then_move.train_step();
-      check_placement(*load_then_move.opt, acc);
-      check_same_state(ref, load_then_move);
+  Run resumed(acc, make, /*with_scaler=*/true);
+  resumed.restore(dir.file("s.safetensors"));
+  CHECK(resumed.scaler->get_scale() == scale);
+  CHECK(resumed.scaler->growth_tracker() == tracker);
+  for (const auto& e : resumed.scaler->state_entries()) CHECK(e.tensor.device() == Device::cpu());
+  check_placement(*resumed.opt, acc);
+  CHECK(resumed.opt->state(0, "step").device() == acc);  // fused: the counter lives with the parameter
+  for (int i = 0; i < 3; ++i) resumed.train_step();
+  CHECK(resumed.scaler->get_scale() == ref.scaler->get_scale());
+  check_same_state(ref, resumed);
 
-      // Move first (optimizer created on the cpu), then restore: created on sim directly.
-      Run move_then_load(Device::cpu(), make);
-      move_then_load.model->to(acc);
-      move_then_load.restore(dir.file("o.safetensors"));
-      check_placement(*move_then_load.opt, acc);
-      for (int i = 0; i < 2; ++i) move_then_load.train_step();
-      check_same_state(ref, move_then_load);
-    }
-  }
+  // A run without a scaler cannot silently drop the checkpoint's scaler state.
+  Run no_scaler(acc, make);
+  CHECK(error_of([&] { no_scaler.restore(dir.file("s.safetensors")); }).find("loss-scaler") != std::string::npos);
 }
+ACCELERATOR_CASES("checkpoint failure 3: resume with loss scaling and fused AdamW: no device mismatch, scaler restored", scaled_fused_adamw_resume)
 
-TEST_CASE("checkpoint failure 3: resume with loss scaling and fused AdamW: no device mismatch, scaler restored") {
-  for (const Device acc : accelerators()) {
-    INFO("device ", acc.str());
-    TempDir dir("scaler");
-    auto make = [](nn::GPT& m) { return all_params_adamw(m, /*fused=*/true); };
-    Run ref(acc, make, /*with_scaler=*/true);
-    for (int i = 0; i < 4; ++i) ref.train_step();  // the first steps overflow and back off
-    CHECK(ref.scaler->get_scale() < 1e38);
-    ref.save(dir.file("s.safetensors"));
-    const double scale = ref.scaler->get_scale();
-    const int64_t tracker = ref.scaler->growth_tracker();
-    for (int i = 0; i < 3; ++i) ref.train_step();
+static void subset_optimizer_tracking(const Device acc) {
+  INFO("device ", acc.str());
+  TempDir dir("subset");
+  // Frozen: the position embedding. Left out of the optimizer (but trainable): LayerNorms and biases.
+  auto make = [](nn::GPT& m) {
+    std::vector<Tensor> matrices;
+    for (const auto& [name, p] : m.named_parameters())
+      if (p.dim() == 2 && name != "transformer.wpe.weight") matrices.push_back(p);
+    return std::make_unique<SGD>(matrices, nlohmann::json{{"lr", 0.1}, {"momentum", 0.9}});
+  };
+  auto freeze = [](Run& r) {
+    for (auto& [name, p] : r.model->named_parameters())
+      if (name == "transformer.wpe.weight") p.requires_grad_(false);
+  };
+  Run ref(acc, make);
+  freeze(ref);
+  for (int i = 0; i < 2; ++i) ref.train_step();
+  ref.save(dir.file("f.safetensors"));
+  for (int i = 0; i < 2; ++i) ref.train_step();
 
-    Run resumed(acc, make, /*with_scaler=*/true);
-    resumed.restore(dir.file("s.safetensors"));
-    CHECK(resumed.scaler->get_scale() == scale);
-    CHECK(resumed.scaler->growth_tracker() == tracker);
-    for (const auto& e : resumed.scaler->state_entries()) CHECK(e.tensor.device() == Device::cpu());
-    check_placement(*resumed.opt, acc);
-    CHECK(resumed.opt->state(0, "step").device() == acc);  // fused: the counter lives with the parameter
-    for (int i = 0; i < 3; ++i) resumed.train_step();
-    CHECK(resumed.scaler->get_scale() == ref.scaler->get_scale());
-    check_same_state(ref, resumed);
-
-    // A run without a scaler cannot silently drop the checkpoint's scaler state.
-    Run no_scaler(acc, make);
-    CHECK(error_of([&] { no_scaler.restore(dir.file("s.safetensors")); }).find("loss-scaler") != std::string::npos);
+  Run resumed(acc, make);
+  freeze(resumed);
+  const Tensor wpe_before = resumed.model->named_parameters()[1].second.clone();
+  resumed.restore(dir.file("f.safetensors"));
+  REQUIRE(resumed.opt->num_params() == ref.opt->num_params());
+  const auto named = resumed.model->named_parameters();
+  for (size_t i = 0; i < resumed.opt->num_params(); ++i) {
+    const Tensor& p = resumed.opt->param(int64_t(i));
+    bool is_matrix = false;
+    for (const auto& [name, q] : named) is_matrix |= q.id() == p.id() && q.dim() == 2 && name != "transformer.wpe.weight";
+    CHECK(is_matrix);
   }
-}
+  const auto ln_f_weight = [](Run& r) { return serialize::tensor_checksum(r.model->named_parameters().back().second); };
+  const std::string ln_f_after_restore = ln_f_weight(resumed);
+  for (int i = 0; i < 2; ++i) resumed.train_step();
+  check_same_state(ref, resumed);
+  CHECK(ln_f_weight(resumed) == ln_f_after_restore);  // trainable, has gradients, not in the optimizer
+  // The frozen and the left-out parameters never move after the restore.
+  const Tensor wpe = resumed.model->named_parameters()[1].second;
+  CHECK(serialize::tensor_checksum(wpe) == serialize::tensor_checksum(wpe_before));
+  CHECK(serialize::tensor_checksum(wpe) == serialize::tensor_checksum(ref.model->named_parameters()[1].second));
+  for (const auto& e : resumed.opt->state_entries())
+    if (e.scope == StateScope::param) CHECK(resumed.opt->param(e.index).dim() == 2);
 
-TEST_CASE("checkpoint failure 4: an optimizer over a subset, plus frozen parameters, tracks the same ones") {
-  for (const Device acc : accelerators()) {
-    INFO("device ", acc.str());
-    TempDir dir("subset");
-    // Frozen: the position embedding. Left out of the optimizer (but trainable): LayerNorms and biases.
-    auto make = [](nn::GPT& m) {
-      std::vector<Tensor> matrices;
-      for (const auto& [name, p] : m.named_parameters())
-        if (p.dim() == 2 && name != "transformer.wpe.weight") matrices.push_back(p);
-      return std::make_unique<SGD>(matrices, nlohmann::json{{"lr", 0.1}, {"momentum", 0.9}});
-    };
-    auto freeze = [](Run& r) {
-      for (auto& [name, p] : r.model->named_parameters())
-        if (name == "transformer.wpe.weight") p.requires_grad_(false);
-    };
-    Run ref(acc, make);
-    freeze(ref);
+  // An optimizer rebuilt from all the module's parameters is refused, naming the mismatch.
+  Run rebuilt(acc, [](nn::GPT& m) { return std::make_unique<SGD>(m.parameters(), nlohmann::json{{"lr", 0.1}}); });
+  const std::string err = error_of([&] { rebuilt.restore(dir.file("f.safetensors")); });
+  CHECK(err.find("f.safetensors") != std::string::npos);
+  CHECK(err.find("parameters") != std::string::npos);
+}
+ACCELERATOR_CASES("checkpoint failure 4: an optimizer over a subset, plus frozen parameters, tracks the same ones", subset_optimizer_tracking)
+
+static void adam_step_counter_on_host(const Device acc) {
+  INFO("device ", acc.str());
+  TempDir dir("transfers");
+  auto make = [](nn::GPT& m) { return std::make_unique<Adam>(m.parameters(), nlohmann::json{{"lr", 1e-2}}); };
+  Run ref(acc, make);
+  for (int i = 0; i < 3; ++i) ref.train_step();
+  ref.save(dir.file("t.safetensors"));
+  reset_transfer_stats();
+  ref.train_step();
+  const TransferStats fresh = transfer_stats();
+
+  Run resumed(acc, make);
+  resumed.restore(dir.file("t.safetensors"));
+  for (size_t i = 0; i < resumed.opt->num_params(); ++i) {
+    CHECK(resumed.opt->state(int64_t(i), "step").device() == Device::cpu());
+    CHECK(resumed.opt->state(int64_t(i), "exp_avg").device() == acc);
+  }
+  reset_transfer_stats();
+  resumed.train_step();
+  CHECK(transfer_stats() == fresh);
+  check_same_state(ref, resumed);
+}
+ACCELERATOR_CASES("checkpoint failure 5: after a resume the plain Adam step counter is host state, transfers equal a fresh run's", adam_step_counter_on_host)
+
+static void device_file_onto_cpu_and_back(const Device acc) {
+  INFO("device ", acc.str());
+  TempDir dir("devices");
+  auto make = [](nn::GPT& m) { return all_params_adamw(m, false); };
+  for (auto [from, to] : {std::pair{acc, Device::cpu()}, std::pair{Device::cpu(), acc}}) {
+    Run ref(from, make);
     for (int i = 0; i < 2; ++i) ref.train_step();
-    ref.save(dir.file("f.safetensors"));
-    for (int i = 0; i < 2; ++i) ref.train_step();
-
-    Run resumed(acc, make);
-    freeze(resumed);
-    const Tensor wpe_before = resumed.model->named_parameters()[1].second.clone();
-    resumed.restore(dir.file("f.safetensors"));
-    REQUIRE(resumed.opt->num_params() == ref.opt->num_params());
-    const auto named = resumed.model->named_parameters();
-    for (size_t i = 0; i < resumed.opt->num_params(); ++i) {
-      const Tensor& p = resumed.opt->param(int64_t(i));
-      bool is_matrix = false;
-      for (const auto& [name, q] : named) is_matrix |= q.id() == p.id() && q.dim() == 2 && name != "transformer.wpe.weight";
-      CHECK(is_matrix);
-    }
-    const auto ln_f_weight = [](Run& r) { return serialize::tensor_checksum(r.model->named_parameters().back().second); };
-    const std::string ln_f_after_restore = ln_f_weight(resumed);
-    for (int i = 0; i < 2; ++i) resumed.train_step();
-    check_same_state(ref, resumed);
-    CHECK(ln_f_weight(resumed) == ln_f_after_restore);  // trainable, has gradients, not in the optimizer
-    // The frozen and the left-out parameters never move after the restore.
-    const Tensor wpe = resumed.model->named_parameters()[1].second;
-    CHECK(serialize::tensor_checksum(wpe) == serialize::tensor_checksum(wpe_before));
-    CHECK(serialize::tensor_checksum(wpe) == serialize::tensor_checksum(ref.model->named_parameters()[1].second));
-    for (const auto& e : resumed.opt->state_entries())
-      if (e.scope == StateScope::param) CHECK(resumed.opt->param(e.index).dim() == 2);
-
-    // An optimizer rebuilt from all the module's parameters is refused, naming the mismatch.
-    Run rebuilt(acc, [](nn::GPT& m) { return std::make_unique<SGD>(m.parameters(), nlohmann::json{{"lr", 0.1}}); });
-    const std::string err = error_of([&] { rebuilt.restore(dir.file("f.safetensors")); });
-    CHECK(err.find("f.safetensors") != std::string::npos);
-    CHECK(err.find("parameters") != std::string::npos);
-  }
-}
-
-TEST_CASE("checkpoint failure 5: after a resume the plain Adam step counter is host state, transfers equal a fresh run's") {
-  for (const Device acc : accelerators()) {
-    INFO("device ", acc.str());
-    TempDir dir("transfers");
-    auto make = [](nn::GPT& m) { return std::make_unique<Adam>(m.parameters(), nlohmann::json{{"lr", 1e-2}}); };
-    Run ref(acc, make);
-    for (int i = 0; i < 3; ++i) ref.train_step();
-    ref.save(dir.file("t.safetensors"));
-    reset_transfer_stats();
+    ref.save(dir.file("d.safetensors"));
     ref.train_step();
-    const TransferStats fresh = transfer_stats();
-
-    Run resumed(acc, make);
-    resumed.restore(dir.file("t.safetensors"));
-    for (size_t i = 0; i < resumed.opt->num_params(); ++i) {
-      CHECK(resumed.opt->state(int64_t(i), "step").device() == Device::cpu());
-      CHECK(resumed.opt->state(int64_t(i), "exp_avg").device() == acc);
-    }
-    reset_transfer_stats();
+    Run resumed(to, make);
+    resumed.restore(dir.file("d.safetensors"));
+    check_placement(*resumed.opt, to);
     resumed.train_step();
-    CHECK(transfer_stats() == fresh);
-    check_same_state(ref, resumed);
+    // sim runs the cpu's kernels: the same bits. CUDA's kernels round differently from the cpu's.
+    if (acc.type == DeviceType::sim) check_same_state(ref, resumed);
   }
 }
-
-TEST_CASE("checkpoint: a file written from a device restores onto the cpu, and the other way") {
-  for (const Device acc : accelerators()) {
-    INFO("device ", acc.str());
-    TempDir dir("devices");
-    auto make = [](nn::GPT& m) { return all_params_adamw(m, false); };
-    for (auto [from, to] : {std::pair{acc, Device::cpu()}, std::pair{Device::cpu(), acc}}) {
-      Run ref(from, make);
-      for (int i = 0; i < 2; ++i) ref.train_step();
-      ref.save(dir.file("d.safetensors"));
-      ref.train_step();
-      Run resumed(to, make);
-      resumed.restore(dir.file("d.safetensors"));
-      check_placement(*resumed.opt, to);
-      resumed.train_step();
-      // sim runs the cpu's kernels: the same bits. CUDA's kernels round differently from the cpu's.
-      if (acc.type == DeviceType::sim) check_same_state(ref, resumed);
-    }
-  }
-}
+ACCELERATOR_CASES("checkpoint: a file written from a device restores onto the cpu, and the other way", device_file_onto_cpu_and_back)
 
 TEST_CASE("checkpoint: wrong model, optimizer kind or version are errors naming the file") {
   TempDir dir("mismatch");
@@ -443,33 +432,32 @@ TEST_CASE("checkpoint damaged: every kind of damage is refused, naming the file 
   CHECK(error_of([&] { TrainingCheckpoint::read(good); }).empty());
 }
 
-TEST_CASE("checkpoints: read names its target and creates each tensor where it is used, restore then copies nothing through the host") {
-  for (const Device d : accelerators()) {
-    CAPTURE(d.str());
-    TempDir dir("ckpt_target");
-    auto make = [](nn::GPT& m) { return all_params_adamw(m, /*fused=*/false); };
-    Run run(d, make);
-    for (int i = 0; i < 2; ++i) run.train_step();
-    run.save(dir.file("t.safetensors"));
+static void read_creates_each_tensor_on_target(const Device d) {
+  CAPTURE(d.str());
+  TempDir dir("ckpt_target");
+  auto make = [](nn::GPT& m) { return all_params_adamw(m, /*fused=*/false); };
+  Run run(d, make);
+  for (int i = 0; i < 2; ++i) run.train_step();
+  run.save(dir.file("t.safetensors"));
 
-    // Reading for the target: weights and moments go to the device, the plain step counter (host
-    // policy) stays on the host, and nothing comes back from the device.
-    reset_transfer_stats();
-    const TrainingCheckpoint ckpt = TrainingCheckpoint::read(dir.file("t.safetensors"), d);
-    CHECK(transfer_stats().host_to_device > 0);
-    CHECK(transfer_stats().device_to_host == 0);
+  // Reading for the target: weights and moments go to the device, the plain step counter (host
+  // policy) stays on the host, and nothing comes back from the device.
+  reset_transfer_stats();
+  const TrainingCheckpoint ckpt = TrainingCheckpoint::read(dir.file("t.safetensors"), d);
+  CHECK(transfer_stats().host_to_device > 0);
+  CHECK(transfer_stats().device_to_host == 0);
 
-    Run resumed(d, make);
-    reset_transfer_stats();
-    ckpt.restore(*resumed.model, *resumed.opt);
-    resumed.step = ckpt.step();
-    CHECK(transfer_stats().host_to_device == 0);
-    CHECK(transfer_stats().device_to_host == 0);
-    for (const auto& e : resumed.opt->state_entries()) {
-      INFO("state ", e.name);
-      CHECK(e.tensor.device() == (e.placement == Placement::host ? Device::cpu() : d));
-    }
-    CHECK(run.train_step() == resumed.train_step());
-    check_same_state(run, resumed);
+  Run resumed(d, make);
+  reset_transfer_stats();
+  ckpt.restore(*resumed.model, *resumed.opt);
+  resumed.step = ckpt.step();
+  CHECK(transfer_stats().host_to_device == 0);
+  CHECK(transfer_stats().device_to_host == 0);
+  for (const auto& e : resumed.opt->state_entries()) {
+    INFO("state ", e.name);
+    CHECK(e.tensor.device() == (e.placement == Placement::host ? Device::cpu() : d));
   }
+  CHECK(run.train_step() == resumed.train_step());
+  check_same_state(run, resumed);
 }
+ACCELERATOR_CASES("checkpoints: read names its target and creates each tensor where it is used, restore then copies nothing through the host", read_creates_each_tensor_on_target)

@@ -14,6 +14,7 @@
 #include "core/ops.h"
 #include "nn/gpt.h"
 #include "serialize/safetensors.h"
+#include "tests/gpu_cases.h"
 #include "tests/temp_dir.h"
 #include "tests/test_helpers.h"
 
@@ -76,18 +77,6 @@ const char* const kCases[] = {
     "gpt_swiglu", "gpt_qk_norm", "gpt_untied", "gpt_softcap",  "gpt_speedrun",
 };
 
-// cpu, sim, and the first GPU where the CUDA backend has one.
-std::vector<Device> test_devices() {
-  std::vector<Device> out = {Device::cpu(), Device::sim()};
-  if (backend_available(DeviceType::cuda)) {
-    try {
-      if (backend_for(Device::cuda()).device_count() > 0) out.push_back(Device::cuda());
-    } catch (const Error&) {
-    }
-  }
-  return out;
-}
-
 // Runs `lathe ref`; returns its exit status and fills `output` with what it printed.
 int run_ref(const std::string& case_path, const std::string& out_path, const std::string& device, std::string& output) {
   const lathe::testing::Run r = lathe::testing::run_lathe("ref '" + case_path + "' '" + out_path + "' --device " + device);
@@ -97,15 +86,24 @@ int run_ref(const std::string& case_path, const std::string& out_path, const std
 
 }  // namespace
 
-TEST_CASE("gpt golden: forward and backward match PyTorch, in-process") {
+// Every case in-process on `device`.
+static void check_golden_cases(Device device) {
   for (const char* name : kCases) {
-    for (Device device : test_devices()) {
-      INFO("case ", name, " on ", device.str());
-      serialize::SafetensorsFile c = serialize::read_safetensors(kGolden + "/" + name + ".case.safetensors");
-      serialize::SafetensorsFile e = serialize::read_safetensors(kGolden + "/" + name + ".expected.safetensors");
-      check_against_expected(run_case(c, device), e);
-    }
+    INFO("case ", name, " on ", device.str());
+    serialize::SafetensorsFile c = serialize::read_safetensors(kGolden + "/" + name + ".case.safetensors");
+    serialize::SafetensorsFile e = serialize::read_safetensors(kGolden + "/" + name + ".expected.safetensors");
+    check_against_expected(run_case(c, device), e);
   }
+}
+
+TEST_CASE("gpt golden: forward and backward match PyTorch, in-process, on cpu and sim") {
+  check_golden_cases(Device::cpu());
+  check_golden_cases(Device::sim());
+}
+
+TEST_CASE("gpt golden: forward and backward match PyTorch, in-process, on cuda") {
+  GPU_CASE();
+  check_golden_cases(Device::cuda());
 }
 
 TEST_CASE("gpt golden: lathe ref writes the expected result") {

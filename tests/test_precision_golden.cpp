@@ -16,6 +16,7 @@
 #include "ref/case_registry.h"
 #include "serialize/safetensors.h"
 #include "tests/core_test_util.h"
+#include "tests/gpu_cases.h"
 #include "tests/temp_dir.h"
 #include "tests/test_helpers.h"
 
@@ -94,14 +95,8 @@ void check_against_expected(const std::string& case_name, const std::vector<std:
 
 }  // namespace
 
-TEST_CASE("precision golden: bf16 and fp16 forward, gradients and training steps match PyTorch's explicit policy, in-process") {
-  std::vector<Device> devices = {Device::cpu(), Device::sim()};
-  if (backend_available(DeviceType::cuda)) {
-    try {
-      if (backend_for(Device::cuda()).device_count() > 0) devices.push_back(Device::cuda());
-    } catch (const Error&) {
-    }
-  }
+// Every case in-process on each of `devices`.
+static void check_precision_cases(const std::vector<Device>& devices) {
   for (const std::string name : kCases) {
     const auto c = serialize::read_safetensors(kGolden + "/" + name + ".case.safetensors");
     const auto want = serialize::read_safetensors(kGolden + "/" + name + ".expected.safetensors");
@@ -110,6 +105,15 @@ TEST_CASE("precision golden: bf16 and fp16 forward, gradients and training steps
       check_against_expected(name, ref::run_reference_case(c, device).tensors, c, want);
     }
   }
+}
+
+TEST_CASE("precision golden: bf16 and fp16 forward, gradients and training steps match PyTorch's explicit policy, in-process, on cpu and sim") {
+  check_precision_cases({Device::cpu(), Device::sim()});
+}
+
+TEST_CASE("precision golden: bf16 and fp16 forward, gradients and training steps match PyTorch's explicit policy, in-process, on cuda") {
+  GPU_CASE();
+  check_precision_cases({Device::cuda()});
 }
 
 TEST_CASE("precision golden: lathe ref writes the policy's answer, on cpu and sim") {
