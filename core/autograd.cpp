@@ -99,7 +99,9 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
   // Topological order over tensors reachable through grad_fn, by depth-first search (iterative,
   // so that deep graphs do not overflow the stack).
   std::vector<TensorImpl*> order;
-  std::unordered_map<TensorImpl*, std::shared_ptr<TensorImpl>> keep;  // keeps impls alive
+  // Keeps each impl alive until its own turn below, then lets it go: an activation is freed as soon
+  // as the last node that reads it has run its backward, not when the whole backward ends.
+  std::unordered_map<TensorImpl*, std::shared_ptr<TensorImpl>> keep;
   std::unordered_set<TensorImpl*> visited;
   struct Frame { std::shared_ptr<TensorImpl> t; size_t next; };
   std::vector<Frame> stack{{root.impl_ptr(), 0}};
@@ -123,6 +125,9 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
   grads[root.id()] = grad;
   for (size_t i = order.size(); i-- > 0;) {
     TensorImpl* t = order[i];
+    // Released at the end of this iteration: every node that reads t came earlier in this order.
+    const std::shared_ptr<TensorImpl> self = std::move(keep[t]);
+    keep.erase(t);
     auto it = grads.find(t);
     if (it == grads.end()) continue;
     Tensor g = it->second;
@@ -140,7 +145,7 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
         acc.copy_(add(acc, g));
       }
       // Every contribution reached this leaf before it in reverse topological order: final.
-      if (t_grad_ready) notify_grad_ready(Tensor(keep[t]), Tensor(t->grad));
+      if (t_grad_ready) notify_grad_ready(Tensor(self), Tensor(t->grad));
       continue;
     }
     Node& node = *t->grad_fn;

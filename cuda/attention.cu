@@ -32,7 +32,7 @@
 // the output and the gradients once at the end. f32 inputs take the same tiling with f32
 // multiply-adds on the CUDA cores (the *_f32 kernels: 128 threads, each 4 rows x 4 columns of a
 // 64 x 32 score tile); a TF32 mode for f32 products would swap their products for tensor cores
-// (not done: lathe has no TF32 switch yet).
+// (not done: --tf32 reaches cuBLAS's products only).
 //
 // Tiles move through shared memory with cp.async, double-buffered: the next tile's copy is in
 // flight while the current one is multiplied. Rows are padded by 16 bytes, so ldmatrix and the

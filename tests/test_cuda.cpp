@@ -1185,6 +1185,35 @@ TEST_CASE("cuda: a 16-bit branch added to the f32 stream, and scale_by, are exac
   }
 }
 
+TEST_CASE("cuda: with TF32 allowed, f32 products read their operands with 10 mantissa bits, and only then") {
+  GPU_CASE();
+  Backend& gpu = backend_for(kGpu);
+  // 1 + 2^-12 has no TF32 form (10 explicit mantissa bits: its neighbours are 1 and 1 + 2^-10, and
+  // it rounds to 1 either way); the f32 product keeps it exactly. Through cuBLAS's GEMM (matmul)
+  // and cuBLASLt (linear, with and without the bias epilogue).
+  const float fine = 1.0f + std::ldexp(1.0f, -12);
+  const int64_t K = 64;  // sizes where cuBLAS takes tensor cores when TF32 allows them
+  const Tensor a = Tensor::full({64, K}, fine, DType::f32, kGpu), b = Tensor::full({K, 64}, 1.0f, DType::f32, kGpu);
+  const Tensor w = Tensor::full({64, K}, 1.0f, DType::f32, kGpu), bias = Tensor::full({64}, 0.0f, DType::f32, kGpu);
+  auto products = [&] {
+    Tensor mm = Tensor::empty({64, 64}, DType::f32, kGpu), lin = Tensor::empty({64, 64}, DType::f32, kGpu),
+           lin_bias = Tensor::empty({64, 64}, DType::f32, kGpu);
+    gpu.matmul(a, b, mm);
+    gpu.linear(a, w, Tensor(), LinearEpilogue::none, lin, Tensor());
+    gpu.linear(a, w, bias, LinearEpilogue::none, lin_bias, Tensor());
+    return std::vector<Tensor>{mm, lin, lin_bias};
+  };
+  const std::vector<Tensor> exact = products();
+  set_allow_tf32(true);
+  const std::vector<Tensor> tf32 = products();
+  set_allow_tf32(false);
+  for (size_t i = 0; i < exact.size(); ++i) {
+    INFO("product ", i);
+    CHECK(same_values(exact[i], Tensor::full({64, 64}, float(K) * fine)));
+    CHECK(same_values(tf32[i], Tensor::full({64, 64}, float(K))));
+  }
+}
+
 TEST_CASE("cuda: 16-bit products into f32, and linear layers with cuBLASLt's epilogues and without") {
   GPU_CASE();
   Backend& gpu = backend_for(kGpu);

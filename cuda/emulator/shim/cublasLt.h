@@ -185,10 +185,10 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, c
   const long long m = (long long)D->rows, n = (long long)D->cols;
   const long long k = d->ta == CUBLAS_OP_N ? (long long)A->cols : (long long)A->rows;
   auto a_at = [&](long long i, long long l) {
-    return emu::load(a, A->type, d->ta == CUBLAS_OP_N ? i + l * A->ld : l + i * A->ld);
+    return emu::operand(a, A->type, d->ta == CUBLAS_OP_N ? i + l * A->ld : l + i * A->ld, d->compute);
   };
   auto b_at = [&](long long l, long long j) {
-    return emu::load(b, B->type, d->tb == CUBLAS_OP_N ? l + j * B->ld : j + l * B->ld);
+    return emu::operand(b, B->type, d->tb == CUBLAS_OP_N ? l + j * B->ld : j + l * B->ld, d->compute);
   };
   const uint32_t ep = d->epilogue;
   for (long long j = 0; j < n; ++j)
@@ -204,7 +204,8 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, c
   if (ep == CUBLASLT_EPILOGUE_BGRADB)
     for (long long j = 0; j < n; ++j) {
       double s = 0;
-      for (long long l = 0; l < k; ++l) s += b_at(l, j);
+      // The bias gradient sums the operand as stored (a reduction, not a tensor-core product).
+      for (long long l = 0; l < k; ++l) s += emu::load(b, B->type, d->tb == CUBLAS_OP_N ? l + j * B->ld : j + l * B->ld);
       emu::store(d->bias, D->type, j, s);
     }
   return CUBLAS_STATUS_SUCCESS;

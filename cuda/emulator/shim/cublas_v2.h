@@ -1,6 +1,10 @@
 #pragma once
 // cuBLAS's strided batched GEMM as documented (column-major, op(A) m x k, op(B) k x n), computed
 // naively in double: the reference against which lathe's row-major mapping is checked.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
 #include "cuda_bf16.h"
 #include "cuda_fp16.h"
 #include "cuda_runtime_api.h"
@@ -29,6 +33,19 @@ inline double load(const void* p, cudaDataType_t t, long long i) {
     case CUDA_R_16F: return __half2float(static_cast<const __half*>(p)[i]);
     default: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
   }
+}
+// An f32 operand as a TF32 tensor core reads it (CUBLAS_COMPUTE_32F_FAST_TF32, lathe's --tf32): 10
+// explicit mantissa bits of f32's 23, rounded to nearest with ties away from zero, as PTX's
+// cvt.rna.tf32.f32 does. Other types and compute types pass unchanged.
+inline double operand(const void* p, cudaDataType_t t, long long i, cublasComputeType_t compute) {
+  if (t != CUDA_R_32F || compute != CUBLAS_COMPUTE_32F_FAST_TF32) return load(p, t, i);
+  float x = static_cast<const float*>(p)[i];
+  if (!std::isfinite(x)) return x;
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u = (u + 0x1000u) & 0xffffe000u;  // half a unit of the 10th bit, then drop the 13 below it
+  std::memcpy(&x, &u, 4);
+  return x;
 }
 inline void store(void* p, cudaDataType_t t, long long i, double v) {
   switch (t) {
@@ -59,7 +76,7 @@ inline cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation
         for (int l = 0; l < k; ++l) {
           const long long ai = ta == CUBLAS_OP_N ? i + (long long)l * lda : l + (long long)i * lda;
           const long long bi = tb == CUBLAS_OP_N ? l + (long long)j * ldb : j + (long long)l * ldb;
-          acc += emu::load(A, at, b * sa + ai) * emu::load(B, bt, b * sb + bi);
+          acc += emu::operand(A, at, b * sa + ai, comp) * emu::operand(B, bt, b * sb + bi, comp);
         }
         const long long ci = b * sc + i + (long long)j * ldc;
         const double prev = be != 0 ? emu::load(C, ct, ci) : 0.0;
