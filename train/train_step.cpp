@@ -32,7 +32,9 @@ StepOutcome train_step(nn::GPT& model, optim::Optimizer& opt, const Tensor& x, c
     scaler->unscale_(opt);  // before clipping, so that the norm is the true one
     r.skipped = scaler->found_inf();
   }
-  if (grad_clip > 0 && !r.skipped) r.grad_norm = optim::clip_grad_norm(model.parameters(), grad_clip).item();
+  // Clipped on the device (the norm and the scale never visit the host); the norm is read below.
+  Tensor grad_norm;
+  if (grad_clip > 0 && !r.skipped) grad_norm = optim::clip_grad_norm(model.parameters(), grad_clip);
   if (lr) opt.set_lr_all(*lr);
   if (scaler) {
     scaler->step(opt);
@@ -42,8 +44,9 @@ StepOutcome train_step(nn::GPT& model, optim::Optimizer& opt, const Tensor& x, c
   }
   if (sync) sync->after_update();
   opt.zero_grad();
-  // Read after the update, so that on a GPU the host does not wait for the forward pass before
-  // queueing the backward pass and the update.
+  // Read after the update, so that on a GPU the host does not wait for the forward pass or the
+  // backward pass before queueing the rest of the step: one wait a step, at its end.
+  if (grad_norm.defined()) r.grad_norm = grad_norm.item();
   for (const Tensor& loss : losses) r.loss += loss.item();
   r.loss /= double(slices);
   return r;
