@@ -20,6 +20,7 @@ compiler's messages point at the original line numbers):
          a value no thread of this block wrote shows up. A declaration it cannot parse keeps
          __shared__, which shim/emu_core.h defines as `static` (shared, but not refilled).
 """
+import os
 import re
 import sys
 import zlib
@@ -167,6 +168,8 @@ def main():
     with open(src, encoding='utf-8') as f:
         text = f.read()
     text = rewrite_shared(src, rewrite_launches(src, text))
+    # Ninja makes an output's folder before running its command; Make does not.
+    os.makedirs(os.path.dirname(os.path.abspath(dst)), exist_ok=True)
     with open(dst, 'w', encoding='utf-8') as f:
         f.write(text)
 
