@@ -20,6 +20,7 @@
 #include "nn/functional.h"
 #include "nn/gpt.h"
 #include "optim/adam.h"
+#include "tests/gpu_cases.h"
 #include "tests/test_helpers.h"
 
 using namespace lathe;
@@ -366,11 +367,11 @@ uint64_t casts_of_step(const nn::GPT& m, const Tensor& idx, const Tensor& tgt) {
 
 }  // namespace
 
-TEST_CASE("weight cast cache: each weight is cast once per version, an update re-casts it, an unchanged one is not") {
+static void check_weight_cast_cache(const Device d) {
   nn::GPTConfig c = cast_test_config();
-  nn::GPT m(c, 5);
+  nn::GPT m(c, 5, d);
   m.set_precision(nn::Precision::bf16);
-  const Tensor idx = Tensor::randint(0, 64, {2, 8}, 1), tgt = Tensor::randint(0, 64, {2, 8}, 2);
+  const Tensor idx = Tensor::randint(0, 64, {2, 8}, 1).to(d), tgt = Tensor::randint(0, 64, {2, 8}, 2).to(d);
   // The products' parameters: four weights and four biases a block, and the tied wte / lm_head once.
   const size_t cached = size_t(8 * c.n_layer + 1);
 
@@ -398,13 +399,20 @@ TEST_CASE("weight cast cache: each weight is cast once per version, an update re
   CHECK(after_copy == cast_count() + 1);
 }
 
-TEST_CASE("bf16 step: the norms write bf16 for the products, and a step casts only where the table changes dtype") {
+TEST_CASE("weight cast cache: each weight is cast once per version, an update re-casts it, an unchanged one is not") { check_weight_cast_cache(Device::cpu()); }
+
+TEST_CASE("weight cast cache: each weight is cast once per version, an update re-casts it, an unchanged one is not, on cuda") {
+  GPU_CASE();
+  check_weight_cast_cache(Device::cuda());
+}
+
+static void check_bf16_step_casts(const Device d) {
   nn::GPTConfig c = cast_test_config();
-  nn::GPT m(c, 5);
+  nn::GPT m(c, 5, d);
   m.set_precision(nn::Precision::bf16);
-  const Tensor idx = Tensor::randint(0, 64, {2, 8}, 1), tgt = Tensor::randint(0, 64, {2, 8}, 2);
+  const Tensor idx = Tensor::randint(0, 64, {2, 8}, 1).to(d), tgt = Tensor::randint(0, 64, {2, 8}, 2).to(d);
   // Every norm reads the f32 stream and writes what the product after it reads: no cast between.
-  const Tensor stream = Tensor::randn({2, 8, 32}, 3);
+  const Tensor stream = Tensor::randn({2, 8, 32}, 3).to(d);
   for (size_t i = 0; i < m.transformer.h.size(); ++i) {
     CHECK(m.transformer.h[i].ln_1->forward(stream).dtype() == DType::bf16);
     CHECK(m.transformer.h[i].ln_2->forward(stream).dtype() == DType::bf16);
@@ -419,14 +427,21 @@ TEST_CASE("bf16 step: the norms write bf16 for the products, and a step casts on
   CHECK(casts_of_step(m, idx, tgt) == uint64_t(2 * c.n_layer + 1));
 }
 
-TEST_CASE("weight cast cache: the modern block's untied lm_head and SwiGLU's c_gate are cast once per version") {
+TEST_CASE("bf16 step: the norms write bf16 for the products, and a step casts only where the table changes dtype") { check_bf16_step_casts(Device::cpu()); }
+
+TEST_CASE("bf16 step: the norms write bf16 for the products, and a step casts only where the table changes dtype, on cuda") {
+  GPU_CASE();
+  check_bf16_step_casts(Device::cuda());
+}
+
+static void check_modern_block_cast_cache(const Device d) {
   nn::GPTConfig c = cast_test_config();
   c.norm = nn::NormKind::rms_norm;
   c.activation = nn::Activation::swiglu;
   c.tie_embeddings = false;
-  nn::GPT m(c, 5);
+  nn::GPT m(c, 5, d);
   m.set_precision(nn::Precision::bf16);
-  const Tensor idx = Tensor::randint(0, 64, {2, 8}, 1), tgt = Tensor::randint(0, 64, {2, 8}, 2);
+  const Tensor idx = Tensor::randint(0, 64, {2, 8}, 1).to(d), tgt = Tensor::randint(0, 64, {2, 8}, 2).to(d);
   // Five weights and five biases a block (c_gate's beside c_fc's), and lm_head's weight, apart
   // from wte, which the embedding reads in f32.
   const size_t cached = size_t(10 * c.n_layer + 1);
@@ -437,4 +452,11 @@ TEST_CASE("weight cast cache: the modern block's untied lm_head and SwiGLU's c_g
   // An update of lm_head alone: it is cast again, nothing else is.
   m.lm_head.weight.copy_(m.lm_head.weight.detach());
   CHECK(casts_of_step(m, idx, tgt) == second + 1);
+}
+
+TEST_CASE("weight cast cache: the modern block's untied lm_head and SwiGLU's c_gate are cast once per version") { check_modern_block_cast_cache(Device::cpu()); }
+
+TEST_CASE("weight cast cache: the modern block's untied lm_head and SwiGLU's c_gate are cast once per version, on cuda") {
+  GPU_CASE();
+  check_modern_block_cast_cache(Device::cuda());
 }

@@ -146,20 +146,27 @@ TEST_CASE("precision golden: lathe ref writes the policy's answer, on cpu and si
 // way perturbs what follows by a whole 16-bit step, which turns more of them, so the difference
 // grows with depth and with every training step (bf16's coarser grid is turned less often). Hence
 // the forward's logits are held closest, the training steps least.
-TEST_CASE("precision golden: a 16-bit path that quietly computes in f32 is caught") {
+static void check_separation(const Device device) {
   struct Expect {
     const char* name;
-    double separation;         // of all the case's tensors, combined
+    double separation;         // of all the case's tensors, combined, on the cpu
+    double cuda_separation;    // the same on cuda
     double logits_separation;  // of the logits alone (gpt cases)
   };
-  const Expect expects[] = {{"gpt_bf16", 4, 8}, {"gpt_fp16", 2, 3}, {"train_bf16", 2, 0}, {"train_fp16", 1.3, 0}};
+  // On cuda the kernels round where the policy's ops do not (attention's probabilities in 16 bits
+  // for the tensor-core product, as FlashAttention; the classifier's fused gradient), so its
+  // gradients sit further from the policy's. Measured in the emulator (policy / f32 column):
+  // gpt_bf16 0.39 u / 1.12 u, gpt_fp16 0.57 u / 1.32 u, train_bf16 0.64 u / 1.18 u, train_fp16
+  // 0.72 u / 1.25 u; the logits as on the cpu.
+  const Expect expects[] = {
+      {"gpt_bf16", 4, 2, 8}, {"gpt_fp16", 2, 1.8, 3}, {"train_bf16", 2, 1.5, 0}, {"train_fp16", 1.3, 1.3, 0}};
   for (const Expect& x : expects) {
     const std::string name = x.name;
     INFO("case ", name);
     const auto c = serialize::read_safetensors(kGolden + "/" + name + ".case.safetensors");
     const auto policy = serialize::read_safetensors(kGolden + "/" + name + ".expected.safetensors");
     const auto f32 = serialize::read_safetensors(kGolden + "/" + name + ".f32.safetensors");
-    const auto got = ref::run_reference_case(c, Device::cpu()).tensors;
+    const auto got = ref::run_reference_case(c, device).tensors;
     const double u = unit_roundoff(name);
     double sum_policy = 0, sum_f32 = 0;
     int64_t n = 0;
@@ -182,7 +189,15 @@ TEST_CASE("precision golden: a 16-bit path that quietly computes in f32 is caugh
     const double d_policy = std::sqrt(sum_policy / double(n)), d_f32 = std::sqrt(sum_f32 / double(n));
     MESSAGE(name, ": ", d_policy, " u from the policy's answer, ", d_f32, " u from the f32 column's (u = ", u, ")");
     CHECK_MESSAGE(d_f32 >= 0.5, "lathe is only ", d_f32, " u from the f32 column: computed in f32?");
-    CHECK_MESSAGE(d_policy * x.separation <= d_f32, "lathe is ", d_policy, " u from the policy and ", d_f32,
+    const double separation = device.type == DeviceType::cuda ? x.cuda_separation : x.separation;
+    CHECK_MESSAGE(d_policy * separation <= d_f32, "lathe is ", d_policy, " u from the policy and ", d_f32,
                   " u from the f32 column");
   }
+}
+
+TEST_CASE("precision golden: a 16-bit path that quietly computes in f32 is caught") { check_separation(Device::cpu()); }
+
+TEST_CASE("precision golden: a 16-bit path that quietly computes in f32 is caught, on cuda") {
+  GPU_CASE();
+  check_separation(Device::cuda());
 }
