@@ -34,6 +34,9 @@
 #include <vector>
 
 #include <Eigen/Core>
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#endif
 
 // ---- CUDA's qualifiers: the host compiler builds device code as plain C++ ----
 #define __global__
@@ -79,6 +82,54 @@ constexpr int warpSize = 32;
 
 namespace emu {
 
+// ---- the race detector: ThreadSanitizer over the fibers (LATHE_EMU_RACES, cuda/emulator/README.md) ----
+// Built with -fsanitize=thread, each fiber is a thread to ThreadSanitizer and switching between them
+// orders nothing; the only orders are CUDA's: a block's threads after the host's writes before the
+// launch, __syncthreads among a block's threads, a warp barrier (shuffle, ldmatrix, mma) among its
+// lanes, an atomic among its users, the host after the launch. Any other pair of accesses to one
+// byte, one of them a write, is a race that it reports with the address and both threads' stacks
+// (the kernel's lines). The scheduler's own bookkeeping is left out (EMU_UNCHECKED).
+#if defined(__SANITIZE_THREAD__)
+}  // namespace emu
+extern "C" void AnnotateIgnoreReadsBegin(const char* file, int line);
+extern "C" void AnnotateIgnoreReadsEnd(const char* file, int line);
+extern "C" void AnnotateIgnoreWritesBegin(const char* file, int line);
+extern "C" void AnnotateIgnoreWritesEnd(const char* file, int line);
+namespace emu {
+#define EMU_UNCHECKED __attribute__((no_sanitize_thread))
+namespace race {
+// The scheduler's bookkeeping, out-of-line library code included, goes unchecked while one lives.
+// Never across a switch to another fiber: the fiber that resumes would go on unchecked.
+struct Unchecked {
+  Unchecked() {
+    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+    AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+  }
+  ~Unchecked() {
+    AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+  }
+};
+inline void* new_fiber() { return __tsan_create_fiber(0); }
+inline void* this_fiber() { return __tsan_get_current_fiber(); }
+inline void switch_to(void* fiber) { __tsan_switch_to_fiber(fiber, __tsan_switch_to_fiber_no_sync); }
+inline void release(const void* sync) { __tsan_release(const_cast<void*>(sync)); }
+inline void acquire(const void* sync) { __tsan_acquire(const_cast<void*>(sync)); }
+}  // namespace race
+#else
+#define EMU_UNCHECKED
+namespace race {
+struct Unchecked {
+  Unchecked() {}  // user-provided: a guard is not an unused variable
+};
+inline void* new_fiber() { return nullptr; }
+inline void* this_fiber() { return nullptr; }
+inline void switch_to(void*) {}
+inline void release(const void*) {}
+inline void acquire(const void*) {}
+}  // namespace race
+#endif
+
 // An H100's limits (CUDA's programming guide, compute capability 9.0).
 constexpr unsigned kMaxThreadsPerBlock = 1024;
 constexpr size_t kSharedPerBlockDefault = 48 * 1024;   // without cudaFuncSetAttribute
@@ -93,6 +144,7 @@ constexpr size_t kFiberStack = 256 * 1024;
 #if defined(__x86_64__)
 struct Context {
   void* sp = nullptr;
+  void* race = nullptr;  // its ThreadSanitizer fiber, in a race-detecting build
 };
 // Saves this context's registers on its stack and *from = its stack pointer, then resumes `to`.
 __attribute__((naked, noinline)) inline void switch_stack(void** /*from: rdi*/, void* /*to: rsi*/) {
@@ -104,7 +156,7 @@ __attribute__((naked, noinline)) inline void switch_stack(void** /*from: rdi*/, 
       "popq %r15\n\tpopq %r14\n\tpopq %r13\n\tpopq %r12\n\tpopq %rbx\n\tpopq %rbp\n\tret");
 }
 // A context that enters `entry` on a fresh stack: what switch_stack pops, below entry's address.
-inline void start_context(Context& c, char* stack, size_t size, void (*entry)()) {
+EMU_UNCHECKED inline void start_context(Context& c, char* stack, size_t size, void (*entry)()) {
   auto* p = reinterpret_cast<uint64_t*>((reinterpret_cast<uintptr_t>(stack) + size) & ~uintptr_t(15));
   *--p = 0;                                   // entry's own return address: it never returns
   *--p = reinterpret_cast<uintptr_t>(entry);  // taken by ret, leaving the stack as a call does
@@ -112,19 +164,26 @@ inline void start_context(Context& c, char* stack, size_t size, void (*entry)())
   *--p = 0x037F'0000'1F80ull;                 // MXCSR 0x1F80 and the x87 control word 0x037F: the defaults
   c.sp = p;
 }
-inline void switch_context(Context& from, Context& to) { switch_stack(&from.sp, to.sp); }
+EMU_UNCHECKED inline void switch_context(Context& from, Context& to) {
+  race::switch_to(to.race);
+  switch_stack(&from.sp, to.sp);
+}
 #else
 struct Context {
   ucontext_t uc;
+  void* race = nullptr;
 };
-inline void start_context(Context& c, char* stack, size_t size, void (*entry)()) {
+EMU_UNCHECKED inline void start_context(Context& c, char* stack, size_t size, void (*entry)()) {
   getcontext(&c.uc);
   c.uc.uc_stack.ss_sp = stack;
   c.uc.uc_stack.ss_size = size;
   c.uc.uc_link = nullptr;
   makecontext(&c.uc, entry, 0);
 }
-inline void switch_context(Context& from, Context& to) { swapcontext(&from.uc, &to.uc); }
+EMU_UNCHECKED inline void switch_context(Context& from, Context& to) {
+  race::switch_to(to.race);
+  swapcontext(&from.uc, &to.uc);
+}
 #endif
 
 struct Fiber {
@@ -156,6 +215,7 @@ struct State {
   unsigned char* dynamic = nullptr;     // this launch's dynamic shared memory
   size_t dynamic_bytes = 0;
   std::map<std::string, size_t> max_dynamic_shared;  // cudaFuncSetAttribute, by kernel name
+  char launch_sync = 0;  // the race detector's order between the host and a block's threads
 };
 inline State& st() {
   static State s;
@@ -229,7 +289,7 @@ class FaultHandlerScope {
   struct sigaction old_segv_ {}, old_bus_ {};
 };
 
-inline char* map_stack() {
+EMU_UNCHECKED inline char* map_stack() {
   const size_t page = size_t(::sysconf(_SC_PAGESIZE));
   void* p = ::mmap(nullptr, kFiberStack + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
@@ -249,7 +309,7 @@ inline Fiber& me() { return st().fibers[size_t(st().current)]; }
 // because the warps run first to last in even blocks, last to first (lanes reversed too) in odd
 // ones, and in a random order per barrier interval under LATHE_EMU_SCHEDULE=random[:SEED].
 inline unsigned thread_at(unsigned k) { return st().order[k]; }
-inline int next_runnable(int after) {
+EMU_UNCHECKED inline int next_runnable(int after) {
   const State& s = st();
   for (unsigned k = unsigned(after + 1); k < s.nthreads; ++k) {
     const unsigned t = s.order[k];
@@ -259,7 +319,7 @@ inline int next_runnable(int after) {
   }
   return -1;
 }
-inline Fiber& enter(int k) {
+EMU_UNCHECKED inline Fiber& enter(int k) {
   State& s = st();
   const unsigned t = thread_at(unsigned(k));
   s.round_pos = k;
@@ -268,25 +328,40 @@ inline Fiber& enter(int k) {
   return s.fibers[t];
 }
 // The calling thread stops (at a barrier, or for good): on to the next thread of the round.
-inline void yield() {
-  State& s = st();
-  Fiber& f = me();
-  const int k = next_runnable(s.round_pos);
-  switch_context(f.ctx, k >= 0 ? enter(k).ctx : s.main_ctx);
+EMU_UNCHECKED inline void yield() {
+  Context* from;
+  Context* to;
+  {
+    race::Unchecked unchecked;
+    State& s = st();
+    const int k = next_runnable(s.round_pos);
+    from = &me().ctx;
+    to = k >= 0 ? &enter(k).ctx : &s.main_ctx;
+  }
+  switch_context(*from, *to);
 }
 
-inline void fiber_main() {
+EMU_UNCHECKED inline void fiber_main() {
+  race::acquire(&st().launch_sync);  // after the host's writes before the block
   (*st().body)();
+  race::release(&st().launch_sync);  // before the host's reads after it
   me().done = true;
   yield();
 }
 
-inline void block_barrier() {
+EMU_UNCHECKED inline void block_barrier() {
   State& s = st();
-  Fiber& f = me();
+  Fiber* fp;
+  {
+    race::Unchecked unchecked;
+    fp = &me();
+  }
+  Fiber& f = *fp;
+  race::release(&s.block_gen);
   f.waiting = 1;
   f.gen = s.block_gen;
   while (s.block_gen == f.gen) yield();
+  race::acquire(&s.block_gen);  // after every thread's accesses before the barrier
 }
 
 // The lanes of the calling thread's warp that exist (a block's last warp may be partial).
@@ -297,20 +372,22 @@ inline unsigned warp_lanes(unsigned warp) {
 
 // Waits until every lane of `mask` in the warp waits here too. A lane of the mask that has exited
 // can never arrive: on a GPU that hangs or reads garbage, here it is an error.
-inline void warp_barrier(unsigned mask, const char* what) {
+EMU_UNCHECKED inline void warp_barrier(unsigned mask, const char* what) {
   State& s = st();
   Fiber& f = me();
   const unsigned warp = f.tid / 32;
   mask &= warp_lanes(warp);
   if (!(mask >> (f.tid % 32) & 1u)) die("%s: the calling lane %u is not in its mask 0x%08x", what, f.tid % 32, mask);
+  race::release(&s.warp_gen[warp]);
   f.waiting = 2;
   f.warp_mask = mask;
   f.gen = s.warp_gen[warp];
   while (s.warp_gen[warp] == f.gen) yield();
+  race::acquire(&s.warp_gen[warp]);  // after the warp's lanes' accesses before it
 }
 
 // Releases __syncthreads when every live thread waits there; true when it did.
-inline bool release_block_barrier() {
+EMU_UNCHECKED inline bool release_block_barrier() {
   State& s = st();
   for (unsigned t = 0; t < s.nthreads; ++t)
     if (!s.fibers[t].done && s.fibers[t].waiting != 1) return false;
@@ -320,7 +397,7 @@ inline bool release_block_barrier() {
 }
 
 // Releases warp `w`'s barrier when every lane of its mask waits there with that mask; true when it did.
-inline bool release_warp_barrier(unsigned w) {
+EMU_UNCHECKED inline bool release_warp_barrier(unsigned w) {
   State& s = st();
   // The first waiting lane's mask decides; every lane of it must wait with the same mask.
   unsigned mask = 0;
@@ -378,7 +455,7 @@ inline Schedule& schedule() {
 }
 
 // The order the block's threads run in until its next block barrier.
-inline void order_threads(bool backward) {
+EMU_UNCHECKED inline void order_threads(bool backward) {
   State& s = st();
   const unsigned warps = (s.nthreads + 31) / 32;
   std::vector<unsigned> warp_order(warps);
@@ -392,8 +469,10 @@ inline void order_threads(bool backward) {
 }
 
 // Runs `body` once per thread of every block, the threads of a block as fibers taken warp by warp.
-inline void run_grid(dim3 grid, dim3 block, const std::function<void()>& body) {
+EMU_UNCHECKED inline void run_grid(dim3 grid, dim3 block, const std::function<void()>& body) {
+  race::Unchecked unchecked;  // the host's side: the scheduler (the kernel runs on the fibers)
   State& s = st();
+  if (!s.main_ctx.race) s.main_ctx.race = race::this_fiber();
   const unsigned n = block.x * block.y * block.z;
   s.grid_dim = grid;
   s.block_dim = block;
@@ -401,7 +480,10 @@ inline void run_grid(dim3 grid, dim3 block, const std::function<void()>& body) {
   s.body = &body;
   if (s.fibers.size() < n) s.fibers.resize(n);
   for (unsigned t = 0; t < n; ++t)
-    if (!s.fibers[t].stack) s.fibers[t].stack = map_stack();
+    if (!s.fibers[t].stack) {
+      s.fibers[t].stack = map_stack();
+      s.fibers[t].ctx.race = race::new_fiber();
+    }
   s.warp_gen.assign((n + 31) / 32, 0);
   s.slots.assign(size_t(n) * 16, 0);
   for (unsigned bz = 0; bz < grid.z; ++bz)
@@ -410,6 +492,7 @@ inline void run_grid(dim3 grid, dim3 block, const std::function<void()>& body) {
         s.block_idx = dim3(bx, by, bz);
         ++s.block_serial;
         if (s.dynamic_bytes) std::memset(s.dynamic, 0xFF, s.dynamic_bytes);
+        race::release(&s.launch_sync);
         for (unsigned t = 0; t < n; ++t) {
           Fiber& f = s.fibers[t];
           f.tid = t;
@@ -432,7 +515,10 @@ inline void run_grid(dim3 grid, dim3 block, const std::function<void()>& body) {
           }
           bool all_done = true;
           for (unsigned t = 0; t < n && all_done; ++t) all_done = s.fibers[t].done;
-          if (all_done) break;
+          if (all_done) {
+            race::acquire(&s.launch_sync);
+            break;
+          }
           if (release_block_barrier()) {
             if (schedule().random) order_threads(backward);
             continue;
@@ -539,14 +625,17 @@ T* dynamic_shared() {
 // One `__shared__` declaration (Id from rewrite_cuda.py): one buffer, filled with 0xFF bytes
 // (NaN in every float type) when a block first reaches it.
 template <class T, unsigned long long Id>
-T& block_shared() {
+EMU_UNCHECKED T& block_shared() {
+  race::Unchecked unchecked;
   alignas(128) static unsigned char storage[sizeof(T)];
   static unsigned long long filled_for = 0;
   State& s = st();
   if (filled_for != s.block_serial) {
     std::memset(storage, 0xFF, sizeof storage);
     filled_for = s.block_serial;
+    race::release(storage);  // the fill stands for the block's start: before every thread's use
   }
+  race::acquire(storage);
   return *reinterpret_cast<T*>(storage);
 }
 
@@ -644,17 +733,47 @@ inline T __ldg(const T* p) { return *p; }
 
 // Atomics: fibers never run at the same time, so read-modify-write is atomic as written.
 template <class T>
-inline T atomicAdd(T* p, T v) { T old = *p; *p = old + v; return old; }
+inline T atomicAdd(T* p, T v) {
+  emu::race::acquire(p);  // an atomic orders its users, as the race detector must know
+  T old = *p;
+  *p = old + v;
+  emu::race::release(p);
+  return old;
+}
 template <class T>
-inline T atomicSub(T* p, T v) { T old = *p; *p = old - v; return old; }
+inline T atomicSub(T* p, T v) { return atomicAdd(p, T(-v)); }
 template <class T>
-inline T atomicMax(T* p, T v) { T old = *p; *p = old < v ? v : old; return old; }
+inline T atomicMax(T* p, T v) {
+  emu::race::acquire(p);
+  T old = *p;
+  *p = old < v ? v : old;
+  emu::race::release(p);
+  return old;
+}
 template <class T>
-inline T atomicMin(T* p, T v) { T old = *p; *p = v < old ? v : old; return old; }
+inline T atomicMin(T* p, T v) {
+  emu::race::acquire(p);
+  T old = *p;
+  *p = v < old ? v : old;
+  emu::race::release(p);
+  return old;
+}
 template <class T>
-inline T atomicExch(T* p, T v) { T old = *p; *p = v; return old; }
+inline T atomicExch(T* p, T v) {
+  emu::race::acquire(p);
+  T old = *p;
+  *p = v;
+  emu::race::release(p);
+  return old;
+}
 template <class T>
-inline T atomicCAS(T* p, T cmp, T v) { T old = *p; if (old == cmp) *p = v; return old; }
+inline T atomicCAS(T* p, T cmp, T v) {
+  emu::race::acquire(p);
+  T old = *p;
+  if (old == cmp) *p = v;
+  emu::race::release(p);
+  return old;
+}
 
 // ---- integer and bit intrinsics ----
 inline int __popc(unsigned v) { return __builtin_popcount(v); }

@@ -48,7 +48,8 @@ struct LaneSlot {
   uint32_t a[4] = {}, b[2] = {};
 };
 
-inline std::vector<LaneSlot>& slots() {
+EMU_UNCHECKED inline std::vector<LaneSlot>& slots() {
+  race::Unchecked unchecked;  // the vector's growth is the emulator's, not the kernel's
   static std::vector<LaneSlot> s;
   const size_t n = st().fibers.size();
   if (s.size() < n) s.resize(n);
@@ -90,7 +91,8 @@ struct Pending {
   std::deque<std::vector<Copy>> groups;  // committed, oldest first
   unsigned long long block = 0;          // the block that issued them (State::block_serial)
 };
-inline Pending& pending() {
+EMU_UNCHECKED inline Pending& pending() {
+  race::Unchecked unchecked;
   static std::vector<Pending> p;
   const size_t n = st().fibers.size();
   if (p.size() < n) p.resize(n);
