@@ -1214,6 +1214,65 @@ TEST_CASE("cuda: with TF32 allowed, f32 products read their operands with 10 man
   }
 }
 
+// One 16-bit rounding of an exact value, per element: to nearest even (what lathe's kernels must
+// do), or toward zero (the nearest wrong variant). A 16-bit value is exact in a double.
+double rounded_to(DType t, double v) { return Tensor::full({1}, v, DType::f64).to(t).to(DType::f64).item(); }
+double truncated_to(DType t, double v) {
+  const double near = rounded_to(t, v);
+  if (std::abs(near) <= std::abs(v)) return near;
+  // One step toward zero: the spacing just below |near| (half its own at a power of two).
+  const int mantissa = t == DType::bf16 ? 7 : 10;
+  int e = 0;
+  std::frexp(std::abs(near), &e);  // |near| in [2^(e-1), 2^e)
+  double step = std::ldexp(1.0, e - 1 - mantissa);
+  if (std::abs(near) == std::ldexp(1.0, e - 1)) step /= 2;
+  return near - std::copysign(step, near);
+}
+double gelu_tanh(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+double gelu_erf(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+// The share of elements of `got` equal to `want`'s.
+double share_equal(const std::vector<double>& got, const std::vector<double>& want) {
+  size_t same = 0;
+  for (size_t i = 0; i < got.size(); ++i) same += got[i] == want[i];
+  return double(same) / double(got.size());
+}
+
+TEST_CASE("cuda: a 16-bit linear layer with its bias and GELU epilogue rounds each output once, to nearest, through tanh's GELU") {
+  GPU_CASE();
+  // Against the exact product of the 16-bit inputs plus the bias, then tanh's GELU, rounded once to
+  // nearest even: the GPU sums in f32 in its own order, which may turn a rounding in a few elements
+  // in a thousand (the emulator sums in f64: all equal); rounding toward zero matches about half,
+  // erf's GELU 79% in bf16 and 57% in f16, and the check requires both to fail.
+  Backend& gpu = backend_for(kGpu);
+  const int64_t R = 64, K = 48, N = 40;
+  for (DType t : {DType::bf16, DType::f16}) {
+    INFO(std::string(dtype_name(t)));
+    const Tensor x = random_tensor({R, K}, 120, t), w = random_tensor({N, K}, 121, t, 0.3), bias = random_tensor({N}, 122, t);
+    Tensor out = Tensor::empty({R, N}, t, kGpu), pre = Tensor::empty({R, N}, t, kGpu);
+    gpu.linear(x.to(kGpu), w.to(kGpu), bias.to(kGpu), LinearEpilogue::gelu, out, pre);
+    const auto xv = host_values(x), wv = host_values(w), bv = host_values(bias);
+    std::vector<double> want_pre, want, truncated, erf_form;
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t n = 0; n < N; ++n) {
+        double z = bv[size_t(n)];
+        for (int64_t k = 0; k < K; ++k) z += xv[size_t(r * K + k)] * wv[size_t(n * K + k)];
+        want_pre.push_back(rounded_to(t, z));
+        want.push_back(rounded_to(t, gelu_tanh(z)));
+        truncated.push_back(truncated_to(t, gelu_tanh(z)));
+        erf_form.push_back(rounded_to(t, gelu_erf(z)));
+      }
+    const double kShare = 0.98;
+    const double pre_share = share_equal(host_values(pre), want_pre), out_share = share_equal(host_values(out), want);
+    MESSAGE(std::string(dtype_name(t)), ": ", pre_share, " of the GELU's inputs and ", out_share, " of the outputs as rounded once; "
+            "toward zero would match ", share_equal(truncated, want), ", erf's GELU ", share_equal(erf_form, want));
+    CHECK(pre_share >= kShare);
+    CHECK(out_share >= kShare);
+    // The check tells the nearest wrong variants apart.
+    CHECK(share_equal(truncated, want) < kShare);
+    CHECK(share_equal(erf_form, want) < kShare);
+  }
+}
+
 TEST_CASE("cuda: 16-bit products into f32, and linear layers with cuBLASLt's epilogues and without") {
   GPU_CASE();
   Backend& gpu = backend_for(kGpu);
