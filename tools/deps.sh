@@ -10,9 +10,11 @@ set -euo pipefail
 # runtimes, libomp-dev clang's OpenMP runtime (lathe's CMake requires OpenMP; g++ has its own).
 # Open MPI (openmpi-bin: mpirun; libopenmpi-dev: the C API) runs data parallel training across
 # processes, `mpirun -np N lathe train` (train/dist/); without it lathe trains in one process.
+# xz-utils packs the GPU machine's binaries (tools/gpu_pack.sh) and unpacks them (tools/gpu_check.sh,
+# and its dry run in ctest).
 pkgs=(cmake ninja-build g++ pkg-config libeigen3-dev doctest-dev nlohmann-json3-dev libcli11-dev
       libxxhash-dev libopenblas-dev libpcre2-dev curl ca-certificates fortunes python3 clang libclang-rt-14-dev libomp-dev
-      openmpi-bin libopenmpi-dev)
+      openmpi-bin libopenmpi-dev xz-utils)
 [[ "${1:-}" == "--torch" ]] && pkgs+=(python3-torch libopenblas0-pthread)
 # Node.js and npm run llama.cpp's npm package for the GGUF tests (tools/fetch_llama_cpp.sh). Wanted
 # only where the commands are missing: a Node.js from elsewhere (NodeSource's bundles npm) is kept,

@@ -101,8 +101,9 @@ unpack() {
     echo "gpu_check: no .gpuc/pack.tar.xz in $PWD: run tools/gpu_pack.sh on the CPU machine and carry .gpuc/ with the work tree"
     return 1
   }
-  rm -rf "$pack" && mkdir -p "$pack" && tar -xJf .gpuc/pack.tar.xz -C "$pack" --strip-components=1 || {
-    echo "gpu_check: .gpuc/pack.tar.xz does not unpack into $pack"
+  local why
+  rm -rf "$pack" && mkdir -p "$pack" && why=$(tar -xJf .gpuc/pack.tar.xz -C "$pack" --strip-components=1 2>&1) || {
+    echo "gpu_check: .gpuc/pack.tar.xz does not unpack into $pack: $(head -1 <<< "$why")"
     return 1
   }
   [[ -f $pack/MANIFEST && -f $pack/SOURCES.sha256 && -f $pack/setup.sh ]] || {
