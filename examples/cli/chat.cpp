@@ -30,18 +30,7 @@ struct ChatOptions {
 };
 
 void run_chat(const ChatOptions& o) {
-  nn::SamplingOptions sampling;
-  sampling.temperature = o.temperature;
-  sampling.top_k = o.top_k;
-  sampling.top_p = o.top_p;
-  sampling.min_p = o.min_p;
-  sampling.repetition_penalty = o.repetition_penalty;
-  sampling.repetition_window = o.repetition_window;
-  try {
-    sampling.validate();
-  } catch (const Error& e) {
-    throw UsageError(sampling_flag_message(e.what()));
-  }
+  const nn::SamplingOptions sampling = sampling_from_flags(o);
   if (o.max_tokens < 1 || o.max_tokens > 100000)
     throw UsageError("--max-tokens must be in [1, 100000], got " + std::to_string(o.max_tokens));
   Device device;

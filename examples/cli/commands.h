@@ -16,7 +16,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/error.h"
 #include "nn/gpt.h"
+#include "nn/sampling.h"
 #include "serialize/safetensors.h"
 
 namespace lathe::cli {
@@ -48,6 +50,24 @@ void add_sampling_flags(CLI::App& cmd, double& top_p, double& min_p, double& rep
                         int64_t& repetition_window);
 // nn::SamplingOptions::validate's message ("sample: top_p must ...") in the flags' names.
 std::string sampling_flag_message(const std::string& what);
+// The sampling options that `sample`'s or `chat`'s flags give, validated: an error is a usage error
+// naming the flag.
+template <class Flags>
+nn::SamplingOptions sampling_from_flags(const Flags& o) {
+  nn::SamplingOptions sampling;
+  sampling.temperature = o.temperature;
+  sampling.top_k = o.top_k;
+  sampling.top_p = o.top_p;
+  sampling.min_p = o.min_p;
+  sampling.repetition_penalty = o.repetition_penalty;
+  sampling.repetition_window = o.repetition_window;
+  try {
+    sampling.validate();
+  } catch (const Error& e) {
+    throw UsageError(sampling_flag_message(e.what()));
+  }
+  return sampling;
+}
 
 void add_info_command(CLI::App& app);
 void add_ref_command(CLI::App& app);

@@ -50,18 +50,7 @@ void run_sample(const SampleOptions& o) {
   if (!(std::isfinite(o.temperature) && o.temperature >= 0))
     throw UsageError("--temperature must be >= 0 (0: greedy), got " + std::to_string(o.temperature));
   if (o.top_k < 0) throw UsageError("--top-k must be >= 0 (0: no limit), got " + std::to_string(o.top_k));
-  nn::SamplingOptions sampling;
-  sampling.temperature = o.temperature;
-  sampling.top_k = o.top_k;
-  sampling.top_p = o.top_p;
-  sampling.min_p = o.min_p;
-  sampling.repetition_penalty = o.repetition_penalty;
-  sampling.repetition_window = o.repetition_window;
-  try {
-    sampling.validate();
-  } catch (const Error& e) {
-    throw UsageError(sampling_flag_message(e.what()));
-  }
+  nn::SamplingOptions sampling = sampling_from_flags(o);
   if (o.samples < 1 || o.samples > kMaxSamples)
     throw UsageError("--samples must be in [1, " + std::to_string(kMaxSamples) + "], got " + std::to_string(o.samples));
   Device device;
