@@ -40,34 +40,44 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
 }
 
 namespace {
-// Freeing a graph. A node owns its inputs, whose impls own their nodes, and so on: letting
-// destructors chain would recurse once per node and overflow the stack on a long graph (a loss
-// summed over many steps). Instead the first node freed on a thread collects the input lists of
-// every node freed while it runs, and releases them one list at a time.
-thread_local std::vector<std::vector<Tensor>>* t_pending_inputs = nullptr;
+// Freeing a graph. A node owns the edges to its inputs' nodes, which own theirs, and so on:
+// letting destructors chain would recurse once per node and overflow the stack on a long graph (a
+// loss summed over many steps). Instead the first node freed on a thread collects the edge lists
+// of every node freed while it runs, and releases them one list at a time.
+thread_local std::vector<std::vector<Edge>>* t_pending_inputs = nullptr;
 
 void delete_node(Node* node) {
-  if (t_pending_inputs) {  // inside a release: hand the inputs to the loop below
+  if (t_pending_inputs) {  // inside a release: hand the edges to the loop below
     t_pending_inputs->push_back(std::move(node->inputs));
     delete node;
     return;
   }
-  std::vector<std::vector<Tensor>> pending;
+  std::vector<std::vector<Edge>> pending;
   t_pending_inputs = &pending;
   pending.push_back(std::move(node->inputs));
   delete node;
   while (!pending.empty()) {
-    std::vector<Tensor> inputs = std::move(pending.back());
+    std::vector<Edge> inputs = std::move(pending.back());
     pending.pop_back();
     inputs.clear();  // may free more nodes, which append to `pending`
   }
   t_pending_inputs = nullptr;
 }
+
+// Where a gradient for `t` goes: the node that made it, or the leaf itself; empty when it needs none.
+Edge edge_to(const Tensor& t) {
+  if (!t.defined() || !t.requires_grad()) return {};
+  if (t.grad_fn()) return {t.grad_fn(), nullptr, t.shape()};
+  return {nullptr, t.impl_ptr(), t.shape()};
+}
 }  // namespace
 
 Tensor record(const char* name, Tensor out, std::vector<Tensor> inputs, BackwardFn backward) {
   if (!needs_grad(inputs)) return out;
-  std::shared_ptr<Node> node(new Node{name, std::move(inputs), std::move(backward)}, delete_node);
+  std::vector<Edge> edges;
+  edges.reserve(inputs.size());
+  for (const Tensor& in : inputs) edges.push_back(edge_to(in));
+  std::shared_ptr<Node> node(new Node{name, std::move(edges), std::move(backward)}, delete_node);
   out.impl_ptr()->grad_fn = std::move(node);
   out.impl_ptr()->requires_grad = true;
   return out;
@@ -96,70 +106,67 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
   LATHE_CHECK(grad.shape() == root.shape(), "backward: gradient ", grad.desc(),
               " does not match the output ", root.desc());
 
-  // Topological order over tensors reachable through grad_fn, by depth-first search (iterative,
-  // so that deep graphs do not overflow the stack).
-  std::vector<TensorImpl*> order;
-  // Keeps each impl alive until its own turn below, then lets it go: an activation is freed as soon
-  // as the last node that reads it has run its backward, not when the whole backward ends.
-  std::unordered_map<TensorImpl*, std::shared_ptr<TensorImpl>> keep;
-  std::unordered_set<TensorImpl*> visited;
-  struct Frame { std::shared_ptr<TensorImpl> t; size_t next; };
-  std::vector<Frame> stack{{root.impl_ptr(), 0}};
-  visited.insert(root.id());
+  // Topological order over the graph's vertices (nodes, and the leaves that want gradients) by
+  // depth-first search, iterative so that deep graphs do not overflow the stack. `order` keeps
+  // each vertex alive until its own turn below, then lets it go: a node and what its backward
+  // saved are freed as soon as it has run, not when the whole backward ends.
+  std::vector<Edge> order;
+  std::unordered_set<const void*> visited;
+  struct Frame { Edge edge; size_t next; };
+  std::vector<Frame> stack{{edge_to(root), 0}};
+  visited.insert(stack.back().edge.vertex());
   while (!stack.empty()) {
     Frame& f = stack.back();
-    Node* node = f.t->grad_fn.get();
+    Node* node = f.edge.node.get();
     if (node && f.next < node->inputs.size()) {
-      const Tensor& in = node->inputs[f.next++];
-      if (in.defined() && in.requires_grad() && visited.insert(in.id()).second)
-        stack.push_back({in.impl_ptr(), 0});
+      const Edge& in = node->inputs[f.next++];
+      if (in.defined() && visited.insert(in.vertex()).second) stack.push_back({in, 0});
       continue;
     }
-    order.push_back(f.t.get());
-    keep[f.t.get()] = f.t;
+    order.push_back(std::move(f.edge));
     stack.pop_back();
   }
 
   NoGradGuard no_grad;  // backward rules build no graph of their own
-  std::unordered_map<TensorImpl*, Tensor> grads;
-  grads[root.id()] = grad;
+  std::unordered_map<const void*, Tensor> grads;
+  grads[order.back().vertex()] = grad;
   for (size_t i = order.size(); i-- > 0;) {
-    TensorImpl* t = order[i];
-    // Released at the end of this iteration: every node that reads t came earlier in this order.
-    const std::shared_ptr<TensorImpl> self = std::move(keep[t]);
-    keep.erase(t);
-    auto it = grads.find(t);
+    // Released at the end of this iteration: every node that sends it a gradient came earlier.
+    const Edge self = std::move(order[i]);
+    auto it = grads.find(self.vertex());
     if (it == grads.end()) continue;
-    Tensor g = it->second;
+    Tensor g = std::move(it->second);
     grads.erase(it);
-    if (!t->grad_fn) {
+    if (self.leaf) {
       // A leaf: accumulate into .grad, which owns its memory. A gradient a backward rule made for
       // this leaf alone (a weight gradient's product, a bias gradient's sum) becomes it as it is;
       // anything else (the incoming gradient passed through by add, a view, one tensor returned for
       // two inputs, the caller's own tensor) is copied, so that .grad shares memory with nothing.
-      if (!t->requires_grad) continue;
-      if (!t->grad) {
-        t->grad = owns_its_memory(g) ? g.impl_ptr() : g.clone().impl_ptr();
+      TensorImpl& leaf = *self.leaf;
+      if (!leaf.requires_grad) continue;  // turned off since the forward
+      if (!leaf.grad) {
+        leaf.grad = owns_its_memory(g) ? g.impl_ptr() : g.clone().impl_ptr();
       } else {
-        Tensor acc(t->grad);
+        Tensor acc(leaf.grad);
         acc.copy_(add(acc, g));
       }
       // Every contribution reached this leaf before it in reverse topological order: final.
-      if (t_grad_ready) notify_grad_ready(Tensor(self), Tensor(t->grad));
+      if (t_grad_ready) notify_grad_ready(Tensor(self.leaf), Tensor(leaf.grad));
       continue;
     }
-    Node& node = *t->grad_fn;
+    Node& node = *self.node;
     LATHE_CHECK(node.backward != nullptr, "backward: the graph through '", node.name,
                 "' was already freed; pass retain_graph=true to backward twice");
     std::vector<Tensor> gin = node.backward(g);
+    g = Tensor();  // the output's gradient, often the largest tensor alive here
     LATHE_CHECK(gin.size() == node.inputs.size(), "backward of '", node.name, "' returned ",
                 gin.size(), " gradients for ", node.inputs.size(), " inputs");
     for (size_t k = 0; k < gin.size(); ++k) {
-      const Tensor& in = node.inputs[k];
-      if (!in.defined() || !in.requires_grad() || !gin[k].defined()) continue;
-      LATHE_CHECK(gin[k].shape() == in.shape(), "backward of '", node.name, "': gradient ",
-                  gin[k].desc(), " for input ", k, " does not match ", in.desc());
-      auto [slot, fresh] = grads.try_emplace(in.id(), gin[k]);
+      const Edge& in = node.inputs[k];
+      if (!in.defined() || !gin[k].defined()) continue;
+      LATHE_CHECK(gin[k].shape() == in.shape, "backward of '", node.name, "': gradient ",
+                  gin[k].desc(), " for input ", k, " does not match its shape ", shape_str(in.shape));
+      auto [slot, fresh] = grads.try_emplace(in.vertex(), std::move(gin[k]));
       if (!fresh) slot->second = add(slot->second, gin[k]);
     }
     if (!retain_graph) {

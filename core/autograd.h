@@ -17,10 +17,25 @@ namespace lathe {
 
 using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_out)>;
 
+struct Node;
+
+// What a node keeps of one input: where its gradient goes, never its data. An op's output is
+// reached through the node that made it, so that its memory goes as soon as nothing else holds it
+// (a backward rule that reads it, the caller); a leaf that requires grad is kept itself, for its
+// .grad (a parameter outlives the graph anyway). An input that needs no gradient is empty.
+struct Edge {
+  std::shared_ptr<Node> node;        // the op that made the input
+  std::shared_ptr<TensorImpl> leaf;  // or the input itself, a leaf
+  Shape shape;                       // the shape its gradient must have
+
+  bool defined() const { return node || leaf; }
+  const void* vertex() const { return node ? static_cast<const void*>(node.get()) : leaf.get(); }
+};
+
 struct Node {
-  const char* name;            // the op, for error messages and debugging
-  std::vector<Tensor> inputs;  // one entry per input; the backward returns grads in this order
-  BackwardFn backward;         // returns one grad per input (undefined: no gradient)
+  const char* name;          // the op, for error messages and debugging
+  std::vector<Edge> inputs;  // one entry per input; the backward returns grads in this order
+  BackwardFn backward;       // returns one grad per input (undefined: no gradient)
 };
 
 // Gradient mode is per thread. NoGradGuard turns it off for a scope (optimizer steps, eval).
@@ -40,8 +55,9 @@ class NoGradGuard {
 bool needs_grad(std::initializer_list<Tensor> inputs);
 bool needs_grad(const std::vector<Tensor>& inputs);
 
-// Attaches a node to `out` if needed; returns `out`. The backward must not capture `out` itself
-// (that would be a reference cycle): capture `out.detach()` instead.
+// Attaches a node to `out` if needed; returns `out`. The node holds no input's data: a backward
+// captures exactly what it reads (detached), and nothing else, so that the rest is freed with the
+// forward's locals. It must not capture `out` itself (a reference cycle): `out.detach()` instead.
 Tensor record(const char* name, Tensor out, std::vector<Tensor> inputs, BackwardFn backward);
 
 // Backpropagation from `root` (see Tensor::backward).

@@ -1,6 +1,8 @@
 // Autograd edge cases: a tensor used twice, diamonds, backward twice, no_grad, detach, integer
-// tensors, accumulation over backward calls, leaf gradients that never alias, deep graphs.
+// tensors, accumulation over backward calls, leaf gradients that never alias, deep graphs, what a
+// node keeps alive.
 #include <functional>
+#include <memory>
 #include <utility>
 
 #include <doctest/doctest.h>
@@ -200,6 +202,32 @@ TEST_CASE("autograd: deep graphs neither overflow the stack nor leak") {
   CHECK(memory_stats(Device::cpu()).allocated >= before + 200000 * sizeof(float));  // one element each, at least
   z = Tensor();
   CHECK(memory_stats(Device::cpu()).allocated == before);
+}
+
+TEST_CASE("autograd: a node holds no input's data, only what its backward reads, until it runs") {
+  Tensor w = vec({1, 2, 3}).requires_grad_(true);
+  // add's backward reads shapes only: an intermediate it adds is freed with the forward's locals.
+  std::weak_ptr<Storage> added;
+  Tensor y;
+  {
+    Tensor a = mul(w, 2.0);
+    added = a.storage();
+    y = add(a, w);
+  }
+  CHECK(added.expired());
+  // mul's backward reads both operands: the intermediate lives until that backward has run.
+  std::weak_ptr<Storage> multiplied;
+  Tensor z;
+  {
+    Tensor b = mul(y, 1.0);
+    multiplied = b.storage();
+    z = mul(b, b);
+  }
+  CHECK_FALSE(multiplied.expired());
+  sum(z).backward();
+  CHECK(multiplied.expired());
+  // z = (3w)^2: dz/dw = 18 w.
+  CHECK(values(w.grad()) == std::vector<double>{18, 36, 54});
 }
 
 TEST_CASE("autograd: sum_to inverts broadcasting") {

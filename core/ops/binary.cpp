@@ -36,7 +36,8 @@ Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b) {
 }
 
 // Gradient for an input: summed over broadcast dims, cast back to the input's dtype.
-Tensor reduce_grad(const Tensor& g, const Tensor& like) { return sum_to(g, like.shape()).to(like.dtype()); }
+Tensor reduce_grad(const Tensor& g, const Shape& shape, DType dtype) { return sum_to(g, shape).to(dtype); }
+Tensor reduce_grad(const Tensor& g, const Tensor& like) { return reduce_grad(g, like.shape(), like.dtype()); }
 
 // The scalar of a tensor-scalar op, in the tensor's dtype (a 16-bit float tensor rounds the scalar
 // to 16 bits first, as torch 1.13 does on the CPU), or f32 when an integer tensor meets a fraction.
@@ -48,19 +49,21 @@ Tensor scalar_like(const Tensor& a, double v) {
 
 }  // namespace
 
+// add's and sub's backward read their inputs' shapes and dtypes, not their data, which is not kept
+// for them (a residual add would otherwise hold both branches of every block until the backward).
 Tensor add(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryOp::add, a, b);
-  return record("add", out, {a, b},
-                [a = a.detach(), b = b.detach(), na = a.requires_grad(), nb = b.requires_grad()](const Tensor& g) {
-    return std::vector<Tensor>{na ? reduce_grad(g, a) : Tensor(), nb ? reduce_grad(g, b) : Tensor()};
+  return record("add", out, {a, b}, [sa = a.shape(), ta = a.dtype(), sb = b.shape(), tb = b.dtype(),
+                                     na = a.requires_grad(), nb = b.requires_grad()](const Tensor& g) {
+    return std::vector<Tensor>{na ? reduce_grad(g, sa, ta) : Tensor(), nb ? reduce_grad(g, sb, tb) : Tensor()};
   });
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryOp::sub, a, b);
-  return record("sub", out, {a, b},
-                [a = a.detach(), b = b.detach(), na = a.requires_grad(), nb = b.requires_grad()](const Tensor& g) {
-    return std::vector<Tensor>{na ? reduce_grad(g, a) : Tensor(), nb ? reduce_grad(neg(g), b) : Tensor()};
+  return record("sub", out, {a, b}, [sa = a.shape(), ta = a.dtype(), sb = b.shape(), tb = b.dtype(),
+                                     na = a.requires_grad(), nb = b.requires_grad()](const Tensor& g) {
+    return std::vector<Tensor>{na ? reduce_grad(g, sa, ta) : Tensor(), nb ? reduce_grad(neg(g), sb, tb) : Tensor()};
   });
 }
 
