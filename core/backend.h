@@ -198,12 +198,14 @@ class Backend {
   // per-element arithmetic as adam_update (same bits on the CPU). `steps` are one-element f32
   // tensors on the parameters' device (the fused path keeps the step counter with its parameter);
   // the kernel increments each before using it, so the host never reads it. max_exp_avg_sqs is
-  // empty unless amsgrad. All vectors have one entry per parameter.
+  // empty unless amsgrad. copies[i], where defined, receives f32 params[i] as updated, rounded to
+  // its 16-bit dtype. All other vectors have one entry per parameter.
   virtual void adam_update_multi(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                                  const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
                                  const std::vector<Tensor>& max_exp_avg_sqs, const std::vector<Tensor>& steps,
-                                 const AdamParams& p) {
-    (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs, (void)max_exp_avg_sqs, (void)steps, (void)p;
+                                 const AdamParams& p, const std::vector<Tensor>& copies) {
+    (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs, (void)max_exp_avg_sqs, (void)steps, (void)p,
+        (void)copies;
     LATHE_FAIL("kernel adam_update_multi is not implemented on the ", name(), " backend");
   }
 };

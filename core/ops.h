@@ -139,11 +139,14 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& idx);
 void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                  const Tensor& max_exp_avg_sq, double step, const AdamParams& p);
 // The same step over many parameters of one device in one pass; `steps` are one-element f32
-// counters on that device, incremented by the kernel (the host never reads them).
+// counters on that device, incremented by the kernel (the host never reads them). `copies`, empty
+// or one per parameter: where defined, a bf16 or f16 tensor of an f32 parameter's shape that
+// receives the updated parameter rounded to nearest even, in the same pass (the 16-bit weights a
+// mixed-precision forward reads, without a cast pass after the step).
 void adam_update_multi(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                        const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
                        const std::vector<Tensor>& max_exp_avg_sqs, const std::vector<Tensor>& steps,
-                       const AdamParams& p);
+                       const AdamParams& p, const std::vector<Tensor>& copies = {});
 
 // ---- operators ----
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

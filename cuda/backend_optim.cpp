@@ -28,7 +28,7 @@ void CudaBackend::adam_update(const Tensor& param, const Tensor& grad, const Ten
 void CudaBackend::adam_update_multi(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                                     const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
                                     const std::vector<Tensor>& max_exp_avg_sqs, const std::vector<Tensor>& steps,
-                                    const AdamParams& p) {
+                                    const AdamParams& p, const std::vector<Tensor>& copies) {
   const size_t n = params.size();
   DeviceContext& ctx = context_of(params[0]);
   std::vector<std::pair<std::pair<DType, DType>, std::vector<AdamTensorPtrs>>> groups;
@@ -40,7 +40,9 @@ void CudaBackend::adam_update_multi(const std::vector<Tensor>& params, const std
     if (it == groups.end()) it = groups.insert(groups.end(), {key, {}});
     it->second.push_back(AdamTensorPtrs{params[i].data_ptr(), grads[i].data_ptr(), exp_avgs[i].data_ptr(),
                                         exp_avg_sqs[i].data_ptr(), p.amsgrad ? vmax.data_ptr() : nullptr,
-                                        static_cast<float*>(st.data_ptr()), params[i].numel()});
+                                        static_cast<float*>(st.data_ptr()), params[i].numel(),
+                                        copies[i].defined() ? copies[i].data_ptr() : nullptr,
+                                        copies[i].defined() ? dt_of(copies[i].dtype()) : DT::bf16});
   }
   for (const auto& [key, tensors] : groups)
     launch_adam_multi(dt_of(key.first), dt_of(key.second), tensors.data(), int(tensors.size()), adam_args(p, 0),

@@ -225,6 +225,8 @@ struct AdamTensorPtrs {
   void* max_exp_avg_sq;  // null unless amsgrad
   float* step;
   int64_t numel;
+  void* copy;    // null, or a 16-bit copy of an f32 param that receives its updated value
+  DT copy_dtype;  // bf16 or f16
 };
 // Every tensor has param dtype `dtype` and moments `state_dtype`; a.step is unused (each counter
 // is incremented on the GPU, then read there).

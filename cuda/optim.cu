@@ -1,5 +1,6 @@
 // Optimizer update kernels: Adam/AdamW for one parameter (the plain path) and for many in one
-// launch (the fused path), in place.
+// launch (the fused path, which also writes an f32 parameter's 16-bit copy when given one), in
+// place.
 //
 // The per-element arithmetic is core/cpu/optim.cpp's, operation for operation, in the same
 // order and compute type (f32, or f64 when parameter or moments are f64); the two backends then
@@ -46,9 +47,10 @@ __host__ __device__ inline StepScalars step_scalars(const AdamArgs& a, double st
 template <class T, class S>
 using adam_compute_t = std::conditional_t<std::is_same_v<T, double> || std::is_same_v<S, double>, double, float>;
 
+// Returns the updated parameter as stored.
 template <class T, class S>
-__device__ __forceinline__ void adam_element(T* param, const T* grad, S* m_, S* v_, S* vmax_, int64_t i,
-                                             const StepScalars& s) {
+__device__ __forceinline__ T adam_element(T* param, const T* grad, S* m_, S* v_, S* vmax_, int64_t i,
+                                          const StepScalars& s) {
   using C = adam_compute_t<T, S>;
   const C beta1 = C(s.beta1), omb1 = C(s.one_minus_beta1), beta2 = C(s.beta2), omb2 = C(s.one_minus_beta2);
   const C eps = C(s.eps), wd = C(s.weight_decay), decay = C(s.decay_factor);
@@ -73,7 +75,9 @@ __device__ __forceinline__ void adam_element(T* param, const T* grad, S* m_, S* 
   p = p + neg_step * m / denom;
   m_[i] = from_c<S>(m);
   v_[i] = from_c<S>(v);
-  param[i] = from_c<T>(p);
+  const T stored = from_c<T>(p);
+  param[i] = stored;
+  return stored;
 }
 
 template <class T, class S>
@@ -109,9 +113,16 @@ __global__ void adam_multi_kernel(MultiBatch b, AdamArgs a) {
   __syncthreads();
   const int64_t begin = (int64_t(blockIdx.x) - b.first_block[k]) * kMultiChunk;
   const int64_t end = begin + kMultiChunk < t.numel ? begin + kMultiChunk : t.numel;
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
-    adam_element(static_cast<T*>(t.param), static_cast<const T*>(t.grad), static_cast<S*>(t.exp_avg),
-                 static_cast<S*>(t.exp_avg_sq), static_cast<S*>(t.max_exp_avg_sq), i, scalars);
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    const T p = adam_element(static_cast<T*>(t.param), static_cast<const T*>(t.grad), static_cast<S*>(t.exp_avg),
+                             static_cast<S*>(t.exp_avg_sq), static_cast<S*>(t.max_exp_avg_sq), i, scalars);
+    // The 16-bit copy the next forward reads (an f32 parameter's, checked by the op layer): the
+    // stored value rounded once to nearest even, as a cast after the step would.
+    if constexpr (std::is_same_v<T, float>) {
+      if (t.copy && t.copy_dtype == DT::bf16) static_cast<bf16_t*>(t.copy)[i] = from_c<bf16_t>(p);
+      else if (t.copy) static_cast<f16_t*>(t.copy)[i] = from_c<f16_t>(p);
+    }
+  }
 }
 
 // The CPU supports moments in f32, f64 or the parameter's own dtype.

@@ -161,6 +161,7 @@ class GPT : public Module {
   void set_precision(Precision p);
   Precision precision() const { return precision_.policy->precision(); }
   const PrecisionPolicy& precision_policy() const { return *precision_.policy; }
+  PrecisionPolicy& precision_policy() { return *precision_.policy; }
 
   const GPTConfig& config() const { return config_; }
   // The generator every dropout layer draws from (a checkpoint saves its seed and offset).

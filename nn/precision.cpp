@@ -93,6 +93,20 @@ Tensor WeightCastCache::get(const Tensor& p, DType dtype) {
   return e.copy;
 }
 
+Tensor WeightCastCache::fresh_copy(const Tensor& p) const {
+  auto it = entries_.find(p.id());
+  if (it == entries_.end()) return Tensor();
+  const Entry& e = it->second;
+  if (e.param.lock() != p.impl_ptr() || e.storage.lock() != p.storage() || !e.copy.defined()) return Tensor();
+  return Tensor::empty(p.shape(), e.copy.dtype(), p.device());
+}
+
+void WeightCastCache::put(const Tensor& p, Tensor copy) {
+  LATHE_CHECK(copy.shape() == p.shape() && copy.device() == p.device(), "weight cast cache: the copy ", copy.desc(),
+              " does not fit the parameter ", p.desc());
+  entries_[p.id()] = Entry{p.impl_ptr(), p.storage(), p.version(), std::move(copy)};
+}
+
 Tensor PrecisionPolicy::cast(OpClass c, const Tensor& x) const {
   // f32 casts nothing: the model computes in its parameters' dtype (f64 for gradchecks).
   if (!x.defined() || precision_ == Precision::f32) return x;

@@ -63,13 +63,21 @@ const char* op_class_name(OpClass c);
 // Parameters cast to a 16-bit dtype once per version of their memory (Storage::version): an
 // optimizer step, a checkpoint load or a move makes the next use cast again, and nothing else does.
 // So a step casts each weight once however many products read it (the tied wte / lm_head weight
-// once for both), and generation casts nothing after its first token. Entries hold no parameter
-// alive and never match another parameter at a freed one's address.
+// once for both), and generation casts nothing after its first token; a fused AdamW connected to
+// the cache (train::connect_weight_copies) writes the new copies itself, and training casts none
+// after its first step. Entries hold no parameter alive and never match another parameter at a
+// freed one's address.
 class WeightCastCache {
  public:
   // p in `dtype` (not an autograd node); cast now unless the copy of this version is kept.
   Tensor get(const Tensor& p, DType dtype);
   size_t size() const { return entries_.size(); }
+  // For an update that writes p's copy as it writes p (the fused AdamW, through optim::ParamCopies):
+  // a new tensor of the kept copy's dtype and p's shape, or undefined when no copy of p is kept.
+  // A new tensor, not the kept one: a graph that still holds the old copy keeps the old values.
+  Tensor fresh_copy(const Tensor& p) const;
+  // Keeps `copy` as p's copy of p's current version (after the update that wrote both).
+  void put(const Tensor& p, Tensor copy);
 
  private:
   struct Entry {
@@ -97,8 +105,10 @@ class PrecisionPolicy {
   // The parameter p as the products read it: its copy in the matmul dtype, from the weight cast
   // cache. Undefined under f32 (the products read p itself) and for an undefined p.
   Tensor weight(const Tensor& p) const;
-  // The cache behind weight(), for tests that count its casts.
+  // The cache behind weight(), for tests that count its casts, and for an optimizer that writes the
+  // copies itself (the trainer connects the two).
   const WeightCastCache& weight_cache() const { return weights_; }
+  WeightCastCache& weight_cache() { return weights_; }
 
  private:
   Precision precision_;

@@ -80,7 +80,7 @@ void Adam::update_fused() {
     const ParamGroup& g = groups_[gi];
     const AdamParams a = adam_params(options(gi), decoupled_);
     struct Batch {
-      std::vector<Tensor> params, grads, exp_avgs, exp_avg_sqs, max_sqs, steps;
+      std::vector<Tensor> params, grads, exp_avgs, exp_avg_sqs, max_sqs, steps, copies;
     };
     std::vector<std::pair<Device, Batch>> batches;  // in order of first appearance
     for (size_t j = 0; j < g.params.size(); ++j) {
@@ -97,9 +97,13 @@ void Adam::update_fused() {
       b->exp_avg_sqs.push_back(exp_avg_sq_.of(i));
       if (a.amsgrad) b->max_sqs.push_back(max_exp_avg_sq_.of(i));
       b->steps.push_back(step_.of(i));
+      b->copies.push_back(copies_ && p.dtype() == DType::f32 ? copies_->fresh_copy(p) : Tensor());
     }
-    for (auto& [d, b] : batches)
-      adam_update_multi(b.params, b.grads, b.exp_avgs, b.exp_avg_sqs, b.max_sqs, b.steps, a);
+    for (auto& [d, b] : batches) {
+      adam_update_multi(b.params, b.grads, b.exp_avgs, b.exp_avg_sqs, b.max_sqs, b.steps, a, b.copies);
+      for (size_t k = 0; k < b.params.size(); ++k)
+        if (b.copies[k].defined()) copies_->updated(b.params[k], b.copies[k]);
+    }
   }
 }
 

@@ -8,7 +8,9 @@
 // increments and reads it on the device.
 //
 // Fused mode runs one multi-tensor kernel per (group, device) over every parameter with a
-// gradient; on the CPU it gives the same bits as the plain path.
+// gradient; on the CPU it gives the same bits as the plain path. It also writes the 16-bit copies
+// of the parameters that a mixed-precision forward reads (Optimizer::set_param_copies), rounded
+// from the values it just stored, so that the next forward casts no weight.
 #pragma once
 
 #include "optim/optimizer.h"

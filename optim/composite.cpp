@@ -94,6 +94,10 @@ void Composite::set_lr(size_t group, double value) {
   groups_[group].options = part.param_groups()[size_t(s.local)].options;
 }
 
+void Composite::set_param_copies(ParamCopies* copies) {
+  for (auto& part : parts_) part->set_param_copies(copies);
+}
+
 void Composite::update() {
   for (auto& part : parts_) part->step();
 }

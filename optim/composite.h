@@ -55,6 +55,7 @@ class Composite : public Optimizer {
   void shard_state(int64_t begin, int64_t end) override;
   void release_unowned_state() override;
   bool reads_all_state() const override;
+  void set_param_copies(ParamCopies* copies) override;
 
  protected:
   // Options live in the parts, and every path that reads or writes them (add_param_group, set_lr,

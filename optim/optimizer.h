@@ -100,6 +100,21 @@ StateName parse_state_name(const std::string& owner, const std::string& name);
 // The name of (scope, index, key): the inverse of parse_state_name.
 std::string state_name(StateScope scope, int64_t index, const std::string& key);
 
+// The 16-bit copies of the parameters that a mixed-precision forward reads (nn/precision.h's weight
+// cast cache, which the trainer connects): an update that can write them as it writes the
+// parameters (the fused Adam/AdamW kernel) asks here for each parameter's new copy and hands it
+// back after, so that no cast pass over the weights follows the step. Other updates leave the
+// copies stale, to be cast again at their next use.
+class ParamCopies {
+ public:
+  virtual ~ParamCopies() = default;
+  // A tensor to receive p's updated value in the copy's 16-bit dtype, or undefined when no copy of
+  // p is kept.
+  virtual Tensor fresh_copy(const Tensor& p) = 0;
+  // After the update: `copy` (fresh_copy's) holds p as it now is.
+  virtual void updated(const Tensor& p, const Tensor& copy) = 0;
+};
+
 // An optimizer is the set of its declared state slots (StateSet: declared_slots(), declared()).
 class Optimizer : public StateSet {
  public:
@@ -164,6 +179,10 @@ class Optimizer : public StateSet {
   // Whether the update needs the state of every parameter at once (sharding is then refused).
   virtual bool reads_all_state() const { return false; }
 
+  // Where the update may write the parameters' 16-bit copies (null: nowhere; not owned). Virtual: a
+  // Composite routes it to its parts.
+  virtual void set_param_copies(ParamCopies* copies) { copies_ = copies; }
+
  protected:
   explicit Optimizer(bool fused) : fused_(fused) {}
 
@@ -189,6 +208,7 @@ class Optimizer : public StateSet {
   size_t append_group(const std::vector<Tensor>& params, nlohmann::json options);
 
   std::vector<ParamGroup> groups_;
+  ParamCopies* copies_ = nullptr;
 
  private:
   friend class ParamSlot;  // creates and places per-parameter state through the helpers below

@@ -942,7 +942,7 @@ TEST_CASE("cuda: fused adam_update_multi keeps step counters on the GPU and matc
   a.decoupled_weight_decay = true;
   const std::vector<std::pair<int64_t, DType>> specs = {
       {1, DType::f32}, {5000, DType::f32}, {20000, DType::bf16}, {9, DType::f32}, {70000, DType::f32}};
-  std::vector<Tensor> pc, gc, mc, vc, sc, pg, gg, mg, vg, sg;
+  std::vector<Tensor> pc, gc, mc, vc, sc, pg, gg, mg, vg, sg, copies;
   for (size_t i = 0; i < specs.size(); ++i) {
     const auto [n, t] = specs[i];
     pc.push_back(random_tensor({n}, 200 + i, t));
@@ -955,12 +955,14 @@ TEST_CASE("cuda: fused adam_update_multi keeps step counters on the GPU and matc
     mg.push_back(Tensor::zeros({n}, DType::f32, kGpu));
     vg.push_back(Tensor::zeros({n}, DType::f32, kGpu));
     sg.push_back(Tensor::zeros({1}, DType::f32, kGpu));
+    // The f32 parameters' 16-bit copies (bf16 and f16 by turns), written by the same pass.
+    copies.push_back(t == DType::f32 ? Tensor::empty({n}, i % 2 ? DType::f16 : DType::bf16, kGpu) : Tensor());
   }
   backend_for(kGpu).synchronize(0);
   reset_transfer_stats();
   for (int step = 0; step < 3; ++step) {
-    backend_for(kGpu).adam_update_multi(pg, gg, mg, vg, {}, sg, a);
-    backend_for(kCpu).adam_update_multi(pc, gc, mc, vc, {}, sc, a);
+    backend_for(kGpu).adam_update_multi(pg, gg, mg, vg, {}, sg, a, copies);
+    backend_for(kCpu).adam_update_multi(pc, gc, mc, vc, {}, sc, a, std::vector<Tensor>(specs.size()));
   }
   CHECK(transfer_stats() == TransferStats{});  // the fused step never talks to the host
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -969,6 +971,8 @@ TEST_CASE("cuda: fused adam_update_multi keeps step counters on the GPU and matc
     // The bias corrections come from the GPU's pow; the rest is the CPU's arithmetic.
     CHECK(nmse(pg[i], pc[i]) <= (specs[i].second == DType::f32 ? 1e-12 : 1e-5));
     CHECK(nmse(mg[i], mc[i]) <= 1e-12);
+    // Each copy is its parameter as stored, rounded once to nearest even.
+    if (copies[i].defined()) CHECK(host_values(copies[i]) == host_values(pg[i].to(copies[i].dtype())));
   }
   // The fused and the plain GPU paths agree.
   Tensor p1 = random_tensor({5000}, 201, DType::f32).to(kGpu);

@@ -20,6 +20,7 @@
 #include "nn/functional.h"
 #include "nn/gpt.h"
 #include "optim/adam.h"
+#include "train/train_step.h"
 #include "tests/gpu_cases.h"
 #include "tests/test_helpers.h"
 
@@ -459,4 +460,51 @@ TEST_CASE("weight cast cache: the modern block's untied lm_head and SwiGLU's c_g
 TEST_CASE("weight cast cache: the modern block's untied lm_head and SwiGLU's c_gate are cast once per version, on cuda") {
   GPU_CASE();
   check_modern_block_cast_cache(Device::cuda());
+}
+
+// The fused AdamW writes the weights' 16-bit copies as it updates them (the trainer's connection):
+// after its first step a step casts no weight, and everything is bitwise what casting after the
+// update gives: the parameters, and each kept copy against the parameter cast now.
+static void check_fused_adamw_writes_copies(const Device d) {
+  const nn::GPTConfig c = cast_test_config();
+  const Tensor idx = Tensor::randint(0, 64, {2, 8}, 1).to(d), tgt = Tensor::randint(0, 64, {2, 8}, 2).to(d);
+  const uint64_t cached = uint64_t(8 * c.n_layer + 1);
+  for (const nn::Precision precision : {nn::Precision::bf16, nn::Precision::fp16}) {
+    INFO(nn::precision_name(precision));
+    nn::GPT writes(c, 5, d), casts(c, 5, d);
+    writes.set_precision(precision);
+    casts.set_precision(precision);
+    optim::AdamW opt_writes(writes.parameters(), {{"lr", 1e-2}}, /*fused=*/true);
+    optim::AdamW opt_casts(casts.parameters(), {{"lr", 1e-2}}, /*fused=*/true);
+    const auto connection = train::connect_weight_copies(writes, opt_writes);
+    for (int step = 0; step < 3; ++step) {
+      const uint64_t w = casts_of_step(writes, idx, tgt), k = casts_of_step(casts, idx, tgt);
+      CHECK(k - w == (step == 0 ? 0 : cached));
+      for (optim::Optimizer* opt : {static_cast<optim::Optimizer*>(&opt_writes), static_cast<optim::Optimizer*>(&opt_casts)}) {
+        opt->step();
+        opt->zero_grad();
+      }
+    }
+    const std::vector<Tensor> pw = writes.parameters(), pk = casts.parameters();
+    size_t kept = 0;
+    for (size_t i = 0; i < pw.size(); ++i) {
+      CHECK(same_bits(pw[i], pk[i]));
+      if (!writes.precision_policy().weight_cache().fresh_copy(pw[i]).defined()) continue;
+      ++kept;
+      reset_cast_count();
+      const Tensor copy = writes.precision_policy().weight(pw[i]);
+      CHECK(cast_count() == 0);  // the copy the update wrote, not a new cast
+      CHECK(same_bits(copy, pw[i].detach().to(nn::low_dtype(precision))));
+    }
+    CHECK(kept == cached);
+  }
+}
+
+TEST_CASE("weight cast cache: the fused AdamW writes the 16-bit copies, bitwise the cast after the step, and a step casts no weight") {
+  check_fused_adamw_writes_copies(Device::cpu());
+}
+
+TEST_CASE("weight cast cache: the fused AdamW writes the 16-bit copies, bitwise the cast after the step, and a step casts no weight, on cuda") {
+  GPU_CASE();
+  check_fused_adamw_writes_copies(Device::cuda());
 }

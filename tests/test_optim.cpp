@@ -177,6 +177,36 @@ TEST_CASE("optim fused AdamW gives the same bits as the plain path") {
   }
 }
 
+TEST_CASE("optim fused Adam: the 16-bit copies it writes are the updated parameters rounded once, and bad copies are refused") {
+  AdamParams a;
+  a.lr = 1e-2;
+  a.weight_decay = 0.1;
+  a.decoupled_weight_decay = true;
+  const int64_t n = 20000;  // several threaded chunks
+  std::vector<Tensor> params, grads, m, v, steps;
+  for (int i = 0; i < 2; ++i) {
+    params.push_back(Tensor::randn({n}, 10 + uint64_t(i)));
+    grads.push_back(Tensor::randn({n}, 20 + uint64_t(i)));
+    m.push_back(Tensor::zeros({n}));
+    v.push_back(Tensor::zeros({n}));
+    steps.push_back(Tensor::zeros({1}));
+  }
+  const std::vector<Tensor> copies = {Tensor::empty({n}, DType::bf16), Tensor::empty({n}, DType::f16)};
+  adam_update_multi(params, grads, m, v, {}, steps, a, copies);
+  for (int i = 0; i < 2; ++i) CHECK(bitwise_equal(copies[size_t(i)], params[size_t(i)].to(copies[size_t(i)].dtype())));
+
+  auto refused = [&](std::vector<Tensor> bad, const std::string& says) {
+    CHECK_THROWS_WITH(adam_update_multi(params, grads, m, v, {}, steps, a, bad), doctest::Contains(says.c_str()));
+  };
+  refused({copies[0]}, "2 params but 1 copies");
+  refused({Tensor::empty({n}), Tensor()}, "the copy of parameter 0 must be a contiguous bf16 or f16 tensor of an f32");
+  refused({Tensor::empty({n - 1}, DType::bf16), Tensor()}, "copy bf16[19999]");
+  refused({copies[0], copies[0]}, "is also updated by another entry");
+  std::vector<Tensor> p64 = {params[0].to(DType::f64)}, g64 = {grads[0].to(DType::f64)};
+  CHECK_THROWS_WITH(adam_update_multi(p64, g64, {m[0]}, {v[0]}, {}, {steps[0]}, a, {copies[0]}),
+                    doctest::Contains("param f64[20000]"));
+}
+
 TEST_CASE("optim param groups: one group per parameter, frozen and gradient-less parameters skipped") {
   Tensor p = param_like({3}, 1), q = param_like({2}, 2), frozen = param_like({2}, 3);
   frozen.requires_grad_(false);

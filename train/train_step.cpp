@@ -7,6 +7,26 @@
 
 namespace lathe::train {
 
+namespace {
+// The model's cast cache as the optimizer writes it: the fused AdamW rounds each updated weight
+// into a new copy, and the next forward reads it as the copy of that version.
+class CastCacheCopies : public optim::ParamCopies {
+ public:
+  explicit CastCacheCopies(nn::WeightCastCache& cache) : cache_(cache) {}
+  Tensor fresh_copy(const Tensor& p) override { return cache_.fresh_copy(p); }
+  void updated(const Tensor& p, const Tensor& copy) override { cache_.put(p, copy); }
+
+ private:
+  nn::WeightCastCache& cache_;
+};
+}  // namespace
+
+std::unique_ptr<optim::ParamCopies> connect_weight_copies(nn::GPT& model, optim::Optimizer& opt) {
+  auto copies = std::make_unique<CastCacheCopies>(model.precision_policy().weight_cache());
+  opt.set_param_copies(copies.get());
+  return copies;
+}
+
 Tensor batch_slice(const Tensor& t, int64_t part, int64_t parts) {
   if (parts == 1) return t;
   const int64_t rows = t.shape()[0] / parts;

@@ -11,6 +11,7 @@
 //   scaler.step(optimizer)   (skipped on inf or nan); scaler.update(); optimizer.zero_grad()
 #pragma once
 
+#include <memory>
 #include <optional>
 
 #include "core/tensor.h"
@@ -45,6 +46,11 @@ class StepSync {
 // own contiguous tensor; the whole tensor when parts is 1. A rank's share of the global batch and
 // a step's --grad-slices are both cut with it.
 Tensor batch_slice(const Tensor& t, int64_t part, int64_t parts);
+
+// Lets `opt`'s fused update write the 16-bit weight copies that `model`'s mixed-precision forward
+// reads (nn/precision.h's cast cache; optim::ParamCopies): after its first step, a step casts no
+// weight. The returned connection must outlive the optimizer's steps.
+std::unique_ptr<optim::ParamCopies> connect_weight_copies(nn::GPT& model, optim::Optimizer& opt);
 
 // `lr`: the LR every group takes for this step (a schedule's); none keeps the groups' own.
 // `scaler`: the loss scaler of an fp16 run, or null. `sync`: a data parallel run's, or null.

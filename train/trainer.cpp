@@ -232,6 +232,7 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
                 "\" matches every parameter of the model: nothing would train");
   }
   state_.optimizer = make_run_optimizer(options_, *state_.model, device_);
+  weight_copies_ = connect_weight_copies(*state_.model, *state_.optimizer);
   if (world > 1 || options_.zero == 1 || slices_per_rank_ > 1) {
     dp_ = std::make_unique<dist::DataParallel>(*comm_, *state_.optimizer, options_.zero == 1);
     dp_->set_slices_per_rank(slices_per_rank_);

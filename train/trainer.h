@@ -172,6 +172,8 @@ class Trainer {
   std::unique_ptr<dist::Communicator> own_comm_;  // a single process's, when none was given
   dist::Communicator* comm_ = nullptr;
   std::unique_ptr<dist::DataParallel> dp_;
+  // The model's 16-bit weight copies, which the fused AdamW writes as it updates the weights.
+  std::unique_ptr<optim::ParamCopies> weight_copies_;
   int64_t slices_per_rank_ = 1;  // train_step's slices (--grad-slices / world size)
   uint64_t dropout_draws_per_slice_ = 0;  // data parallel with dropout: measured at the first step
   std::vector<std::string> frozen_;

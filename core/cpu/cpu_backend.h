@@ -84,7 +84,7 @@ class CpuBackend final : public Backend {
   void adam_update_multi(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                          const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
                          const std::vector<Tensor>& max_exp_avg_sqs, const std::vector<Tensor>& steps,
-                         const AdamParams& p) override;
+                         const AdamParams& p, const std::vector<Tensor>& copies) override;
 
  private:
   DeviceType type_;

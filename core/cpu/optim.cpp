@@ -1,5 +1,5 @@
 // Optimizer updates on the CPU: Adam/AdamW for one parameter (the plain path) and for many in one
-// threaded pass (the fused path).
+// threaded pass (the fused path), which also writes an f32 parameter's 16-bit copy when given one.
 //
 // Both paths run every element through the same non-inlined chunk function with the same scalars,
 // so the fused path gives the same bits as the plain one. The arithmetic follows PyTorch's
@@ -55,6 +55,8 @@ struct AdamPointers {
   void* exp_avg_sq;
   void* max_exp_avg_sq;  // null unless amsgrad
   DType param_dtype, state_dtype;
+  void* copy = nullptr;  // the fused path's 16-bit copy of an f32 parameter, or null
+  DType copy_dtype = DType::bf16;
 };
 
 template <class T, class S>
@@ -105,6 +107,11 @@ void run_adam_chunk(const AdamPointers& ptr, int64_t begin, int64_t end, const A
                    dtype_name(ptr.param_dtype), " is not supported");
     });
   });
+  // The updated f32 parameter rounded into its 16-bit copy while the chunk is still in cache.
+  if (!ptr.copy) return;
+  const float* param = static_cast<const float*>(ptr.param) + begin;
+  if (ptr.copy_dtype == DType::bf16) cpu::narrow(param, static_cast<bf16*>(ptr.copy) + begin, end - begin);
+  else cpu::narrow(param, static_cast<f16*>(ptr.copy) + begin, end - begin);
 }
 
 AdamPointers adam_pointers(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
@@ -127,7 +134,7 @@ void CpuBackend::adam_update(const Tensor& param, const Tensor& grad, const Tens
 void CpuBackend::adam_update_multi(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                                    const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
                                    const std::vector<Tensor>& max_exp_avg_sqs, const std::vector<Tensor>& steps,
-                                   const AdamParams& p) {
+                                   const AdamParams& p, const std::vector<Tensor>& copies) {
   profile::KernelScope scope("adam_update");
   const size_t n = params.size();
   // Per parameter: advance its step counter (it lives with the parameter, here in host-readable
@@ -143,6 +150,10 @@ void CpuBackend::adam_update_multi(const std::vector<Tensor>& params, const std:
     const Tensor& st = steps[i];
     ptrs.push_back(adam_pointers(params[i], grads[i], exp_avgs[i], exp_avg_sqs[i],
                                  p.amsgrad ? max_exp_avg_sqs[i] : Tensor(), p.amsgrad));
+    if (copies[i].defined()) {
+      ptrs.back().copy = copies[i].data_ptr();
+      ptrs.back().copy_dtype = copies[i].dtype();
+    }
     float* step = static_cast<float*>(st.data_ptr());
     *step += 1.0f;
     scalars.push_back(adam_scalars(p, double(*step)));

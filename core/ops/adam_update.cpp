@@ -49,13 +49,15 @@ void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
 void adam_update_multi(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                        const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
                        const std::vector<Tensor>& max_exp_avg_sqs, const std::vector<Tensor>& steps,
-                       const AdamParams& p) {
+                       const AdamParams& p, const std::vector<Tensor>& copies) {
   const size_t n = params.size();
   LATHE_CHECK(grads.size() == n && exp_avgs.size() == n && exp_avg_sqs.size() == n && steps.size() == n &&
                   (p.amsgrad ? max_exp_avg_sqs.size() == n : max_exp_avg_sqs.empty()),
               "adam_update_multi: ", n, " params but ", grads.size(), " grads, ", exp_avgs.size(), " exp_avgs, ",
               exp_avg_sqs.size(), " exp_avg_sqs, ", max_exp_avg_sqs.size(), " max_exp_avg_sqs, ", steps.size(),
               " steps");
+  LATHE_CHECK(copies.empty() || copies.size() == n, "adam_update_multi: ", n, " params but ", copies.size(),
+              " copies (none, or one per parameter)");
   if (n == 0) return;
   // One tensor updated twice in one pass would race on a GPU (and be updated twice on the CPU).
   std::set<const void*> seen;
@@ -68,14 +70,24 @@ void adam_update_multi(const std::vector<Tensor>& params, const std::vector<Tens
     LATHE_CHECK(st.defined() && st.numel() == 1 && st.dtype() == DType::f32 && st.device() == params[i].device(),
                 "adam_update_multi: step ", i, " must be a one-element f32 tensor on ", params[i].device(),
                 ", got ", st.defined() ? st.desc() : std::string("an undefined tensor"));
-    for (const Tensor* t : {&params[i], &exp_avgs[i], &exp_avg_sqs[i], &st}) {
-      if (t->numel() == 0) continue;
+    const Tensor copy = copies.empty() ? Tensor() : copies[i];
+    if (copy.defined())
+      LATHE_CHECK(params[i].dtype() == DType::f32 && (copy.dtype() == DType::bf16 || copy.dtype() == DType::f16) &&
+                      copy.is_contiguous() && copy.shape() == params[i].shape() && copy.device() == params[i].device(),
+                  "adam_update_multi: the copy of parameter ", i, " must be a contiguous bf16 or f16 tensor of an f32 "
+                  "parameter's shape and device; param ", params[i].desc(), ", copy ", copy.desc());
+    for (const Tensor* t : {&params[i], &exp_avgs[i], &exp_avg_sqs[i], &st, &copy}) {
+      if (!t->defined() || t->numel() == 0) continue;
       LATHE_CHECK(seen.insert(t->data_ptr()).second, "adam_update_multi: tensor ", t->desc(), " of parameter ", i,
                   " is also updated by another entry of the same call");
     }
   }
-  backend_for(params[0].device()).adam_update_multi(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, p);
+  const std::vector<Tensor> no_copies(copies.empty() ? n : 0);
+  backend_for(params[0].device())
+      .adam_update_multi(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, p, copies.empty() ? no_copies : copies);
   for (const Tensor& param : params) param.bump_version();
+  for (const Tensor& copy : copies)
+    if (copy.defined()) copy.bump_version();
 }
 
 }  // namespace lathe

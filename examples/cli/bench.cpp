@@ -18,6 +18,7 @@
 #include "train/model_config.h"
 #include "train/system_info.h"
 #include "train/thread_governor.h"
+#include "train/train_step.h"
 
 namespace lathe::cli {
 
@@ -143,6 +144,8 @@ void run_bench(const BenchOptions& o) {
   model.set_precision(precision);
   // As gpt_torch.py: one group, AdamW(lr=3e-4, weight_decay=0.1).
   optim::AdamW opt(model.parameters(), {{"lr", 3e-4}, {"weight_decay", 0.1}}, device.type == DeviceType::cuda);
+  // As train: the fused AdamW writes the 16-bit weight copies, so a 16-bit step casts no weight.
+  const auto weight_copies = train::connect_weight_copies(model, opt);
   // fp16 steps as `lathe train` takes them: scaled loss, unscale (one read of the inf check), step, update.
   optim::GradScaler scaler(optim::GradScalerOptions{.enabled = nn::needs_loss_scaling(precision)});
   const Tensor x = Tensor::randint(0, c.vocab_size, {B, T}, /*seed=*/1, 0, DType::i64, device);
