@@ -1288,6 +1288,87 @@ TEST_CASE("cuda: a 16-bit linear layer with its bias and GELU epilogue rounds ea
   }
 }
 
+TEST_CASE("cuda: 16-bit flash attention rounds P to 16 bits as an operand and each output once, to nearest") {
+  GPU_CASE();
+  // One tile of keys (T = 64; more than the decode kernel's 16 queries): the running maximum is the
+  // row's maximum, so the kernel's arithmetic is, exactly up to f32 sums, P = exp(scale (s - max))
+  // in f32, l = sum P, out = round(sum round(P) v / l), and the backward's dV = round(sum round(P) dO)
+  // with P recomputed from the saved lse. The reference does that in f64. The nearest wrong variants
+  // must fail the same criterion: rounding toward zero, and P kept in f32 (not an operand's dtype).
+  Backend& gpu = backend_for(kGpu);
+  const int64_t B = 1, H = 2, T = 64, hs = 64;
+  const double scale = 1.0 / 8;
+  for (DType t : {DType::bf16, DType::f16}) {
+    INFO(std::string(dtype_name(t)));
+    const Tensor q = random_tensor({B, H, T, hs}, 130, t), k = random_tensor({B, H, T, hs}, 131, t),
+                 v = random_tensor({B, H, T, hs}, 132, t), gout = random_tensor({B, H, T, hs}, 133, t);
+    Tensor out = Tensor::empty({B, H, T, hs}, t, kGpu), lse = Tensor::empty({B, H, T}, DType::f32, kGpu);
+    gpu.causal_attention(q.to(kGpu), k.to(kGpu), v.to(kGpu), scale, out, lse);
+    Tensor gq = Tensor::empty({B, H, T, hs}, t, kGpu), gk = Tensor::empty({B, H, T, hs}, t, kGpu),
+           gv = Tensor::empty({B, H, T, hs}, t, kGpu);
+    gpu.causal_attention_backward(q.to(kGpu), k.to(kGpu), v.to(kGpu), out, lse, gout.to(kGpu), scale, gq, gk, gv);
+    const auto qv = host_values(q), kv = host_values(k), vv = host_values(v), gov = host_values(gout),
+               lsev = host_values(lse);
+    std::vector<double> want, truncated, p_f32, want_gv, truncated_gv, p_f32_gv;
+    std::vector<double> lse_err;
+    for (int64_t h = 0; h < H; ++h) {
+      const size_t base = size_t(h * T * hs);
+      // P[i][j] as the forward computes it (from the row's maximum) and as the backward does (from lse).
+      std::vector<double> p_fwd(size_t(T * T), 0.0), p_bwd(size_t(T * T), 0.0);
+      for (int64_t i = 0; i < T; ++i) {
+        std::vector<double> sc(size_t(i + 1));
+        double mx = -INFINITY;
+        for (int64_t j = 0; j <= i; ++j) {
+          double d = 0;
+          for (int64_t e = 0; e < hs; ++e) d += qv[base + size_t(i * hs + e)] * kv[base + size_t(j * hs + e)];
+          sc[size_t(j)] = scale * d;
+          mx = std::max(mx, sc[size_t(j)]);
+        }
+        double l = 0;
+        for (int64_t j = 0; j <= i; ++j) l += (p_fwd[size_t(i * T + j)] = std::exp(sc[size_t(j)] - mx));
+        lse_err.push_back(std::abs(lsev[size_t(h * T + i)] - (mx + std::log(l))));
+        for (int64_t j = 0; j <= i; ++j) p_bwd[size_t(i * T + j)] = std::exp(sc[size_t(j)] - lsev[size_t(h * T + i)]);
+        for (int64_t e = 0; e < hs; ++e) {
+          double o = 0, o32 = 0;
+          for (int64_t j = 0; j <= i; ++j) {
+            const double pj = p_fwd[size_t(i * T + j)], vj = vv[base + size_t(j * hs + e)];
+            o += rounded_to(t, pj) * vj;
+            o32 += pj * vj;
+          }
+          want.push_back(rounded_to(t, o / l));
+          truncated.push_back(truncated_to(t, o / l));
+          p_f32.push_back(rounded_to(t, o32 / l));
+        }
+      }
+      for (int64_t j = 0; j < T; ++j)
+        for (int64_t e = 0; e < hs; ++e) {
+          double d = 0, d32 = 0;
+          for (int64_t i = j; i < T; ++i) {
+            const double pij = p_bwd[size_t(i * T + j)], g = gov[base + size_t(i * hs + e)];
+            d += rounded_to(t, pij) * g;
+            d32 += pij * g;
+          }
+          want_gv.push_back(rounded_to(t, d));
+          truncated_gv.push_back(truncated_to(t, d));
+          p_f32_gv.push_back(rounded_to(t, d32));
+        }
+    }
+    const double kShare = 0.98;
+    const double out_share = share_equal(host_values(out), want), gv_share = share_equal(host_values(gv), want_gv);
+    MESSAGE(std::string(dtype_name(t)), ": out ", out_share, " as rounded once (toward zero ", share_equal(truncated, want),
+            ", P in f32 ", share_equal(p_f32, want), "); dV ", gv_share, " (toward zero ",
+            share_equal(truncated_gv, want_gv), ", P in f32 ", share_equal(p_f32_gv, want_gv), ")");
+    CHECK(out_share >= kShare);
+    CHECK(gv_share >= kShare);
+    CHECK(*std::max_element(lse_err.begin(), lse_err.end()) <= 1e-5);  // f32 logs of sums of f32 terms
+    // The check tells the nearest wrong variants apart.
+    CHECK(share_equal(truncated, want) < kShare);
+    CHECK(share_equal(p_f32, want) < kShare);
+    CHECK(share_equal(truncated_gv, want_gv) < kShare);
+    CHECK(share_equal(p_f32_gv, want_gv) < kShare);
+  }
+}
+
 TEST_CASE("cuda: 16-bit products into f32, and linear layers with cuBLASLt's epilogues and without") {
   GPU_CASE();
   Backend& gpu = backend_for(kGpu);
