@@ -4,7 +4,7 @@
 
 #include "core/error.h"
 #include "core/json_value.h"
-#include "data/corpus_file.h"
+#include "data/json_lines.h"
 #include "serialize/checksum.h"
 #include "serialize/json_document.h"
 
@@ -129,33 +129,17 @@ const TokenizerIdentity* ChatTokenizer::identity() const {
 
 ConversationDataset::ConversationDataset(const std::string& path, const BpeTokenizer& base, int64_t block_size)
     : path_(path), tokenizer_(base), block_size_(block_size) {
-  CorpusFile info;
-  FileHandle fd = open_regular_file(path, "--sft", info);
-  LATHE_CHECK(info.size <= kMaxConversationsBytes, "--sft ", path, ": ", info.size, " bytes, more than the ", kMaxConversationsBytes,
-              " a conversation file may hold");
-  std::string text(info.size, '\0');
-  read_exact(fd.get(), info, 0, info.size, reinterpret_cast<uint8_t*>(text.data()));
+  const std::string text = read_json_lines_file(path, "--sft", kMaxConversationsBytes);
   checksum_ = serialize::checksum_bytes(text.data(), text.size());
-  int64_t line = 0;
-  for (size_t begin = 0; begin < text.size();) {
-    size_t end = text.find('\n', begin);
-    if (end == std::string::npos) end = text.size();
-    ++line;
-    const std::string s = text.substr(begin, end - begin);
-    begin = end + 1;
-    if (s.find_first_not_of(" \t\r") == std::string::npos) continue;
-    try {
-      const nlohmann::json j = serialize::parse_json_document(s, "line", serialize::kMaxJsonLineBytes);
-      RenderedChat r = render_chat(parse_chat(j), base, tokenizer_.tokens());
-      LATHE_CHECK(int64_t(r.ids.size()) <= block_size_ + 1, "the conversation takes ", r.ids.size(),
-                  " tokens, more than block_size + 1 = ", block_size_ + 1);
-      rows_.push_back(std::move(r));
-    } catch (const Error& e) {
-      std::string reason = e.what();
-      if (reason.rfind("line: ", 0) == 0) reason = reason.substr(6);
-      skipped_.push_back({line, reason});
-    }
-  }
+  for_each_json_line(
+      text,
+      [&](int64_t, const nlohmann::json& j) {
+        RenderedChat r = render_chat(parse_chat(j), base, tokenizer_.tokens());
+        LATHE_CHECK(int64_t(r.ids.size()) <= block_size_ + 1, "the conversation takes ", r.ids.size(),
+                    " tokens, more than block_size + 1 = ", block_size_ + 1);
+        rows_.push_back(std::move(r));
+      },
+      skipped_);
   LATHE_CHECK(!rows_.empty(), "--sft ", path, ": no conversation to train on",
               skipped_.empty() ? std::string(" (the file is empty)")
                                : "; line " + std::to_string(skipped_.front().line) + ": " + skipped_.front().reason);

@@ -31,7 +31,7 @@
 
 #include "data/bpe_tokenizer.h"
 #include "data/dataset.h"
-#include "data/multiple_choice.h"
+#include "data/json_lines.h"
 
 namespace lathe::data {
 

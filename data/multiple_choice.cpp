@@ -4,8 +4,7 @@
 
 #include "core/error.h"
 #include "core/json_value.h"
-#include "data/corpus_file.h"
-#include "serialize/json_document.h"
+#include "data/json_lines.h"
 
 namespace lathe::data {
 
@@ -13,10 +12,8 @@ namespace {
 
 constexpr size_t kMaxBenchmarkBytes = size_t(256) << 20;
 
-// The item of one line, or an error (lathe::Error) saying what is wrong with it.
-MultipleChoiceItem parse_item(const std::string& line, int64_t number, const std::string& path) {
-  const nlohmann::json j = serialize::parse_json_document(line, path + " line " + std::to_string(number),
-                                                          serialize::kMaxJsonLineBytes);
+// The item of one line's document, or an error (lathe::Error) saying what is wrong with it.
+MultipleChoiceItem parse_item(const nlohmann::json& j, int64_t number) {
   LATHE_CHECK(j.is_object(), "not a JSON object");
   const bool hellaswag = j.contains("ctx");
   const char* context_key = hellaswag ? "ctx" : "context";
@@ -56,31 +53,10 @@ MultipleChoiceItem parse_item(const std::string& line, int64_t number, const std
 }  // namespace
 
 MultipleChoiceSet read_multiple_choice(const std::string& path) {
-  CorpusFile info;
-  FileHandle fd = open_regular_file(path, "multiple-choice file", info);
-  LATHE_CHECK(info.size <= kMaxBenchmarkBytes, path, ": ", info.size, " bytes, more than the ", kMaxBenchmarkBytes,
-              " a multiple-choice file may hold");
-  std::string text(info.size, '\0');
-  read_exact(fd.get(), info, 0, info.size, reinterpret_cast<uint8_t*>(text.data()));
+  const std::string text = read_json_lines_file(path, "multiple-choice file", kMaxBenchmarkBytes);
   MultipleChoiceSet set;
-  int64_t number = 0;
-  for (size_t begin = 0; begin < text.size();) {
-    size_t end = text.find('\n', begin);
-    if (end == std::string::npos) end = text.size();
-    ++number;
-    const std::string line = text.substr(begin, end - begin);
-    begin = end + 1;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    try {
-      set.items.push_back(parse_item(line, number, path));
-    } catch (const Error& e) {
-      // parse_json_document's messages start with the file and line already.
-      std::string reason = e.what();
-      const std::string prefix = path + " line " + std::to_string(number) + ": ";
-      if (reason.rfind(prefix, 0) == 0) reason = reason.substr(prefix.size());
-      set.skipped.push_back({number, reason});
-    }
-  }
+  for_each_json_line(
+      text, [&](int64_t line, const nlohmann::json& j) { set.items.push_back(parse_item(j, line)); }, set.skipped);
   LATHE_CHECK(!set.items.empty(), path, ": no valid item", set.skipped.empty() ? " (the file is empty)" : "",
               set.skipped.empty() ? std::string() : "; line " + std::to_string(set.skipped.front().line) + ": " +
                                                         set.skipped.front().reason);

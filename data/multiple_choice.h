@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "data/json_lines.h"
+
 namespace lathe::data {
 
 struct MultipleChoiceItem {
@@ -22,11 +24,6 @@ struct MultipleChoiceItem {
   std::string context;
   std::vector<std::string> endings;
   int64_t label = 0;
-};
-
-struct SkippedItem {
-  int64_t line = 0;
-  std::string reason;
 };
 
 struct MultipleChoiceSet {
