@@ -358,7 +358,7 @@ RefOutput run_train_case(const serialize::SafetensorsFile& c, const nlohmann::js
   for (int64_t s = 0; s < steps; ++s) {
     const train::StepOutcome o =
         train::train_step(model, *opt, idx[size_t(s)], targets[size_t(s)], grad_clip, std::nullopt, scaler.get());
-    losses.push_back(float(o.loss));
+    losses.push_back(float(o.loss()));
     skipped.push_back(o.skipped ? 1 : 0);
   }
 

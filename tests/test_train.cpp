@@ -3,12 +3,14 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/error.h"
+#include "core/storage.h"
 #include "tests/temp_dir.h"
 #include "tests/test_helpers.h"
 #include "train/loss_plot.h"
@@ -119,6 +121,39 @@ TEST_CASE("train: the whole state is one object, and a run is reproducible") {
   const std::string text = t1.sample("the ", 10);
   CHECK(text.size() == 14);
   CHECK(text.rfind("the ", 0) == 0);
+}
+
+TEST_CASE("train: a step waits for nothing on its device, and a run there reads each step behind with the CPU's bits") {
+  TempDir d("behind");
+  TrainOptions o = small_run(d);
+  o.steps = 12;
+  o.eval_interval = 5;
+  o.grad_clip = 1.0;
+  TrainOptions on_sim = o;
+  on_sim.device = "sim";
+  on_sim.out = (d.path / "run_sim").string();
+  {
+    Trainer t(on_sim);
+    reset_transfer_stats();
+    StepResult r = t.queue_step();
+    CHECK(transfer_stats().device_to_host == 0);  // no loss, norm or scale read inside the step
+    CHECK(transfer_stats().syncs == 0);
+    t.read_step(r);
+    CHECK(transfer_stats().device_to_host >= 2);  // the loss and the norm, when asked for
+    CHECK(std::isfinite(r.loss));
+    CHECK(r.grad_norm > 0);
+  }
+  // sim reads each step while the next one is queued (but at evaluations and the end): every
+  // record is still the step's own, bit for bit the CPU run's.
+  Trainer cpu(o), sim(on_sim);
+  cpu.run(nullptr);
+  sim.run(nullptr);
+  const auto want = read_jsonl(fs::path(o.out) / "metrics.jsonl"), got = read_jsonl(fs::path(on_sim.out) / "metrics.jsonl");
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    INFO("record ", i);
+    for (const char* key : {"step", "loss", "lr", "grad_norm", "val_loss"}) CHECK(got[i].value(key, -1.0) == want[i].value(key, -1.0));
+  }
 }
 
 TEST_CASE("train: bad options and data are errors that name them") {

@@ -37,7 +37,6 @@ StepOutcome train_step(nn::GPT& model, optim::Optimizer& opt, const Tensor& x, c
                        std::optional<double> lr, optim::GradScaler* scaler, StepSync* sync, int64_t slices) {
   StepOutcome r;
   if (scaler) r.scale = scaler->get_scale();
-  std::vector<Tensor> losses;
   for (int64_t k = 0; k < slices; ++k) {
     // The loss alone: the logits' memory becomes their gradient (the fused classifier).
     const Tensor loss = model.loss(batch_slice(x, k, slices), batch_slice(y, k, slices));
@@ -45,16 +44,15 @@ StepOutcome train_step(nn::GPT& model, optim::Optimizer& opt, const Tensor& x, c
     if (sync && k == slices - 1) sync->before_backward();
     if (scaler) scaler->scale(loss).backward();
     else loss.backward();
-    losses.push_back(loss);
+    r.losses.push_back(loss);
   }
   if (sync) sync->after_backward();
   if (scaler) {
     scaler->unscale_(opt);  // before clipping, so that the norm is the true one
     r.skipped = scaler->found_inf();
   }
-  // Clipped on the device (the norm and the scale never visit the host); the norm is read below.
-  Tensor grad_norm;
-  if (grad_clip > 0 && !r.skipped) grad_norm = optim::clip_grad_norm(model.parameters(), grad_clip);
+  // Clipped on the device: the norm and the scale never visit the host.
+  if (grad_clip > 0 && !r.skipped) r.grad_norm = optim::clip_grad_norm(model.parameters(), grad_clip);
   if (lr) opt.set_lr_all(*lr);
   if (scaler) {
     scaler->step(opt);
@@ -64,12 +62,13 @@ StepOutcome train_step(nn::GPT& model, optim::Optimizer& opt, const Tensor& x, c
   }
   if (sync) sync->after_update();
   opt.zero_grad();
-  // Read after the update, so that on a GPU the host does not wait for the forward pass or the
-  // backward pass before queueing the rest of the step: one wait a step, at its end.
-  if (grad_norm.defined()) r.grad_norm = grad_norm.item();
-  for (const Tensor& loss : losses) r.loss += loss.item();
-  r.loss /= double(slices);
-  return r;
+  return r;  // nothing read: the loss and the norm stay on the device until the caller reads them
+}
+
+double StepOutcome::loss() const {
+  double sum = 0;
+  for (const Tensor& l : losses) sum += l.item();
+  return sum / double(losses.size());
 }
 
 }  // namespace lathe::train

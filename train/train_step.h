@@ -13,6 +13,7 @@
 
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "core/tensor.h"
 #include "nn/gpt.h"
@@ -21,11 +22,19 @@
 
 namespace lathe::train {
 
+// What a step leaves. The loss and the gradient norm stay on the model's device: reading them
+// waits for the step to finish, which the caller does when it needs the numbers (lathe train reads
+// a step's while the next one runs on a GPU), so that the step itself never waits for the device.
 struct StepOutcome {
-  double loss = 0;       // the batch's loss, before the update (unscaled)
-  double grad_norm = 0;  // global gradient norm before clipping (0 when clipping is off or the step was skipped)
-  bool skipped = false;  // the scaler found inf or nan in the gradients: no update
-  double scale = 1;      // the loss scale this step used (1 without a scaler)
+  std::vector<Tensor> losses;  // each slice's loss, before the update (unscaled)
+  Tensor grad_norm;            // global gradient norm before clipping; undefined when clipping is off or the step was skipped
+  bool skipped = false;        // the scaler found inf or nan in the gradients: no update
+  double scale = 1;            // the loss scale this step used (1 without a scaler)
+
+  // The batch's loss: the mean of the slices' (reads the device).
+  double loss() const;
+  // The norm, or 0 without one (reads the device).
+  double grad_norm_value() const { return grad_norm.defined() ? grad_norm.item() : 0.0; }
 };
 
 // What a data parallel run adds to a step (train/dist/data_parallel.h), at the three points where

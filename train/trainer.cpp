@@ -302,6 +302,14 @@ data::Batch Trainer::local_slice(const data::Batch& b) const {
 
 StepResult Trainer::train_step() {
   const auto t0 = Clock::now();
+  StepResult r = queue_step();
+  read_step(r);
+  r.seconds = seconds_since(t0);
+  return r;
+}
+
+StepResult Trainer::queue_step() {
+  const auto t0 = Clock::now();
   comm_->set_activity("step " + std::to_string(state_.step + 1));
   StepResult r;
   // The global batch is drawn as in one process (so the data does not depend on the world size);
@@ -324,22 +332,27 @@ StepResult Trainer::train_step() {
   }
   for (size_t g = 0; g < state_.group_schedules.size(); ++g)
     state_.optimizer->set_lr(g, state_.group_schedules[g]->lr(state_.step));
-  const StepOutcome o = train::train_step(*state_.model, *state_.optimizer, b.x, b.y, options_.grad_clip,
-                                        std::nullopt, state_.scaler.get(), dp_.get(), slices_per_rank_);
+  r.queued = train::train_step(*state_.model, *state_.optimizer, b.x, b.y, options_.grad_clip, std::nullopt,
+                               state_.scaler.get(), dp_.get(), slices_per_rank_);
   if (place_dropout)
     dropout.set_state(dropout.seed(), base + uint64_t(comm_->size() * slices_per_rank_) * dropout_draws_per_slice_);
-  r.loss = dp_ ? dp_->mean_over_ranks(o.loss) : o.loss;
-  r.grad_norm = o.grad_norm;
-  r.skipped = o.skipped;
-  r.scale = o.scale;
-  // The loss is the same on every rank, so every rank stops here with the same error.
-  if (!std::isfinite(r.loss))
-    throw dist::CollectiveError(detail::cat("training diverged: the loss is ", r.loss, " at step ", state_.step + 1,
-                                            " (lr ", r.lr, "); ", divergence_advice()),
-                                1, comm_->rank() == 0);
-  ++state_.step;
+  r.skipped = r.queued.skipped;
+  r.scale = r.queued.scale;
+  r.step = ++state_.step;
   r.seconds = seconds_since(t0);
   return r;
+}
+
+void Trainer::read_step(StepResult& r) {
+  const double loss = r.queued.loss();
+  r.loss = dp_ ? dp_->mean_over_ranks(loss) : loss;
+  r.grad_norm = r.queued.grad_norm_value();
+  r.queued = StepOutcome{};
+  // The loss is the same on every rank, so every rank stops here with the same error.
+  if (!std::isfinite(r.loss))
+    throw dist::CollectiveError(detail::cat("training diverged: the loss is ", r.loss, " at step ", r.step, " (lr ",
+                                            r.lr, "); ", divergence_advice()),
+                                1, comm_->rank() == 0);
 }
 
 double Trainer::evaluate(data::Split split) {
@@ -571,10 +584,10 @@ TrainSummary Trainer::run(std::FILE* log) {
   double seconds_since_print = 0;
   TrainSummary summary;
 
-  while (state_.step < o.steps) {
-    threads_->update();
-    const StepResult r = train_step();
-    const int64_t step = state_.step;
+  // What a step reports once its loss is read: the metrics record, the progress line, and at its
+  // intervals the evaluation and the checkpoint.
+  auto report = [&](const StepResult& r) {
+    const int64_t step = r.step;
     if (dp_ && step == first_step + 1) {
       // After the first update every rank holds all of its state: each one's share, once.
       const std::vector<size_t> bytes = dp_->state_bytes_per_rank();
@@ -656,6 +669,34 @@ TrainSummary Trainer::run(std::FILE* log) {
         save_weights(dir + "/model.safetensors");
       }
     }
+  };
+
+  // On a device that computes apart from the host (cuda), a step's loss and gradient norm are read
+  // while the next step runs: the host queues step k + 1 before it waits for step k's numbers, so
+  // the device never idles for a read, and no step waits inside itself. A step that evaluates,
+  // checkpoints or ends the run is read at once, since what it reports is the state it leaves; on
+  // the CPU, which computes as it queues, every step is. (sim takes the device's path, so that it
+  // is tested without a GPU.) A step's time is then the time between two reads, the device's pace.
+  const bool read_behind = device_.type != DeviceType::cpu;
+  std::optional<StepResult> pending;
+  auto last_read = Clock::now();
+  auto read_and_report = [&](StepResult& r) {
+    read_step(r);
+    if (read_behind) r.seconds = seconds_since(last_read);
+    report(r);
+    last_read = Clock::now();
+  };
+  while (state_.step < o.steps) {
+    threads_->update();
+    StepResult r = queue_step();
+    if (pending) {
+      read_and_report(*pending);
+      pending.reset();
+    }
+    const bool reports_state = r.step == o.steps || (o.eval_interval > 0 && r.step % o.eval_interval == 0) ||
+                               (o.ckpt_interval > 0 && r.step % o.ckpt_interval == 0);
+    if (read_behind && !reports_state) pending = std::move(r);
+    else read_and_report(r);
   }
   if (writer) write_loss_svg(dir + "/loss.svg", curves);
 

@@ -56,12 +56,14 @@ struct TrainState {
 };
 
 struct StepResult {
+  int64_t step = 0;      // the step's number (1 for the first)
   double loss = 0;       // the loss of the batch, before the update
   double lr = 0;         // the LR the update used
   double grad_norm = 0;  // global gradient norm before clipping (0 when clipping is off)
   double seconds = 0;    // wall time of the step
   bool skipped = false;  // fp16: inf or nan in the gradients; the update was skipped
   double scale = 1;      // fp16: the loss scale the step used
+  StepOutcome queued;    // the loss and norm on the device, until Trainer::read_step reads them
 };
 
 struct TrainSummary {
@@ -128,7 +130,13 @@ class Trainer {
   // The parameters --freeze froze, by name.
   const std::vector<std::string>& frozen() const { return frozen_; }
 
+  // One step, its loss and gradient norm read (queue_step, then read_step).
   StepResult train_step();
+  // One step queued, nothing read from the device: on a GPU the host goes on to queue the next
+  // while this one runs. read_step reads its loss and norm (waiting for the step), checks that the
+  // loss is finite and, in a data parallel run, averages it over the ranks (a collective).
+  StepResult queue_step();
+  void read_step(StepResult& r);
   // Mean loss over eval_iters batches of the split (no gradients, eval mode).
   double evaluate(data::Split split);
   // model.safetensors with the config, step and last validation loss in its metadata.
