@@ -216,6 +216,13 @@ struct State {
   size_t dynamic_bytes = 0;
   std::map<std::string, size_t> max_dynamic_shared;  // cudaFuncSetAttribute, by kernel name
   char launch_sync = 0;  // the race detector's order between the host and a block's threads
+  // The race detector's orders of the barriers, one object per barrier and parity of its
+  // generation: a thread that runs ahead to the next barrier releases into the other object, so a
+  // thread still resuming from this one acquires only what came before this one. (One object for
+  // all generations gave the late thread the early one's accesses after the barrier too, and hid
+  // every race of a missing barrier between two others.)
+  char block_sync[2] = {};
+  std::vector<char> warp_sync;  // two per warp
 };
 inline State& st() {
   static State s;
@@ -357,11 +364,12 @@ EMU_UNCHECKED inline void block_barrier() {
     fp = &me();
   }
   Fiber& f = *fp;
-  race::release(&s.block_gen);
+  const void* sync = &s.block_sync[s.block_gen & 1];
+  race::release(sync);
   f.waiting = 1;
   f.gen = s.block_gen;
   while (s.block_gen == f.gen) yield();
-  race::acquire(&s.block_gen);  // after every thread's accesses before the barrier
+  race::acquire(sync);  // after every thread's accesses before this barrier (not the next one's)
 }
 
 // The lanes of the calling thread's warp that exist (a block's last warp may be partial).
@@ -378,12 +386,13 @@ EMU_UNCHECKED inline void warp_barrier(unsigned mask, const char* what) {
   const unsigned warp = f.tid / 32;
   mask &= warp_lanes(warp);
   if (!(mask >> (f.tid % 32) & 1u)) die("%s: the calling lane %u is not in its mask 0x%08x", what, f.tid % 32, mask);
-  race::release(&s.warp_gen[warp]);
+  const void* sync = &s.warp_sync[2 * warp + (s.warp_gen[warp] & 1)];
+  race::release(sync);
   f.waiting = 2;
   f.warp_mask = mask;
   f.gen = s.warp_gen[warp];
   while (s.warp_gen[warp] == f.gen) yield();
-  race::acquire(&s.warp_gen[warp]);  // after the warp's lanes' accesses before it
+  race::acquire(sync);  // after the warp's lanes' accesses before this barrier (not the next one's)
 }
 
 // Releases __syncthreads when every live thread waits there; true when it did.
@@ -485,6 +494,7 @@ EMU_UNCHECKED inline void run_grid(dim3 grid, dim3 block, const std::function<vo
       s.fibers[t].ctx.race = race::new_fiber();
     }
   s.warp_gen.assign((n + 31) / 32, 0);
+  s.warp_sync.assign(2 * s.warp_gen.size(), 0);
   s.slots.assign(size_t(n) * 16, 0);
   for (unsigned bz = 0; bz < grid.z; ++bz)
     for (unsigned by = 0; by < grid.y; ++by)
