@@ -83,9 +83,8 @@ Tensor PrecisionPolicy::weight(const Tensor& p) const {
 
 Tensor WeightCastCache::get(const Tensor& p, DType dtype) {
   Entry& e = entries_[p.id()];
-  const bool fresh = e.param.lock() == p.impl_ptr() && e.storage.lock() == p.storage() &&
-                     e.version == p.version() && e.copy.defined() && e.copy.dtype() == dtype &&
-                     e.copy.shape() == p.shape();
+  const bool fresh =
+      e.holds_copy_of(p) && e.version == p.version() && e.copy.dtype() == dtype && e.copy.shape() == p.shape();
   if (!fresh) {
     NoGradGuard no_grad;
     e = Entry{p.impl_ptr(), p.storage(), p.version(), p.detach().to(dtype)};
@@ -95,10 +94,8 @@ Tensor WeightCastCache::get(const Tensor& p, DType dtype) {
 
 Tensor WeightCastCache::fresh_copy(const Tensor& p) const {
   auto it = entries_.find(p.id());
-  if (it == entries_.end()) return Tensor();
-  const Entry& e = it->second;
-  if (e.param.lock() != p.impl_ptr() || e.storage.lock() != p.storage() || !e.copy.defined()) return Tensor();
-  return Tensor::empty(p.shape(), e.copy.dtype(), p.device());
+  if (it == entries_.end() || !it->second.holds_copy_of(p)) return Tensor();
+  return Tensor::empty(p.shape(), it->second.copy.dtype(), p.device());
 }
 
 void WeightCastCache::put(const Tensor& p, Tensor copy) {

@@ -85,6 +85,10 @@ class WeightCastCache {
     std::weak_ptr<Storage> storage;
     uint64_t version = 0;
     Tensor copy;
+    // A copy of p itself (not of another parameter since freed at the same address), of any version.
+    bool holds_copy_of(const Tensor& p) const {
+      return param.lock() == p.impl_ptr() && storage.lock() == p.storage() && copy.defined();
+    }
   };
   std::unordered_map<const TensorImpl*, Entry> entries_;
 };
