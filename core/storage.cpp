@@ -85,7 +85,18 @@ Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device
   data_ = allocator_for(device).allocate(nbytes);
 }
 
-Storage::~Storage() { allocator_for(device_).deallocate(data_, nbytes_); }
+Storage::Storage(void* data, size_t nbytes, Device device, std::function<void()> release)
+    : data_(data), nbytes_(nbytes), device_(device), release_(std::move(release)) {}
+
+std::shared_ptr<Storage> Storage::borrow(void* data, size_t nbytes, Device device, std::function<void()> release) {
+  LATHE_CHECK(release != nullptr, "Storage::borrow: borrowed memory needs a release to hand it back");
+  return std::shared_ptr<Storage>(new Storage(data, nbytes, device, std::move(release)));
+}
+
+Storage::~Storage() {
+  if (release_) release_();
+  else allocator_for(device_).deallocate(data_, nbytes_);
+}
 
 // ---- transfer counters ----
 namespace {

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -67,6 +68,10 @@ void reset_peak_memory(Device d);
 class Storage {
  public:
   Storage(size_t nbytes, Device device);
+  // Memory that another owner lends (a NumPy array's, a DLPack producer's, python/): lathe neither
+  // allocates nor frees it, and `release` runs when the last tensor over it goes, handing it back.
+  // Allocator statistics do not count it.
+  static std::shared_ptr<Storage> borrow(void* data, size_t nbytes, Device device, std::function<void()> release);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -83,10 +88,13 @@ class Storage {
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
+  Storage(void* data, size_t nbytes, Device device, std::function<void()> release);
+
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
   std::atomic<uint64_t> version_{0};
+  std::function<void()> release_;  // set for borrowed memory
 };
 
 using StoragePtr = std::shared_ptr<Storage>;

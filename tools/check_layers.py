@@ -15,6 +15,7 @@ The layers and what each may include (docs/design.md):
     train      core, nn, optim, serialize, data, train
     ref        core, nn, optim, serialize, data, train, ref
     examples   core, nn, optim, serialize, data, train, ref, examples
+    python     core, nn, optim, serialize, data, train, ref, python
     tests      everything
 
 and only cuda/ (and tests/) may include a CUDA header, so that a reader of core/ never meets a GPU
@@ -37,6 +38,7 @@ ALLOWED = {
     "train": {"core", "nn", "optim", "serialize", "data", "train"},
     "ref": {"core", "nn", "optim", "serialize", "data", "train", "ref"},
     "examples": {"core", "nn", "optim", "serialize", "data", "train", "ref", "examples"},
+    "python": {"core", "nn", "optim", "serialize", "data", "train", "ref", "python"},
     "tests": {"core", "cuda", "nn", "optim", "serialize", "data", "train", "ref", "examples", "tests"},
 }
 MAY_INCLUDE_CUDA = {"cuda", "tests"}

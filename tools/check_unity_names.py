@@ -13,7 +13,7 @@ never show it. So within a target every such name is unique; this check lists ea
 
 A target here is a folder whose .cpp files form one library or program: core/ (with cpu/ and ops/),
 nn/, optim/, serialize/, data/, train/ (with dist/), ref/, cuda/'s C++ files (nvcc's .cu files are
-not batched), examples/cli/. The test suites compile one by one (tests/CMakeLists.txt) and are not
+not batched), examples/cli/, python/ (the module). The test suites compile one by one (tests/CMakeLists.txt) and are not
 checked. The parse relies on lathe's layout (clang-format): an anonymous namespace opens with a line
 `namespace {` and closes with `}  // namespace`, and a definition starts in the first column.
 """
@@ -23,7 +23,7 @@ import re
 import sys
 import tempfile
 
-TARGETS = ["core", "nn", "optim", "serialize", "data", "train", "ref", "cuda", "examples/cli"]
+TARGETS = ["core", "nn", "optim", "serialize", "data", "train", "ref", "cuda", "examples/cli", "python"]
 NOT_BATCHED = {"cuda/emulator"}  # the emulator builds its own copies of cuda/, never batched
 
 # A definition at the start of a line: a function (name, then "(") or a constant (name, then "=",

@@ -10,11 +10,14 @@ set -euo pipefail
 # runtimes, libomp-dev clang's OpenMP runtime (lathe's CMake requires OpenMP; g++ has its own).
 # Open MPI (openmpi-bin: mpirun; libopenmpi-dev: the C API) runs data parallel training across
 # processes, `mpirun -np N lathe train` (train/dist/); without it lathe trains in one process.
+# The Python module (python/, `import lathe`): python3-dev, pybind11-dev and pybind11-json-dev to build
+# it, libdlpack-dev for DLPack's header, python3-numpy and python3-pytest for its tests.
 # xz-utils packs the GPU machine's binaries (tools/gpu_pack.sh) and unpacks them (tools/gpu_check.sh,
 # and its dry run in ctest).
 pkgs=(cmake ninja-build g++ pkg-config libeigen3-dev doctest-dev nlohmann-json3-dev libcli11-dev
       libxxhash-dev libopenblas-dev libpcre2-dev curl ca-certificates fortunes python3 clang libclang-rt-14-dev libomp-dev
-      openmpi-bin libopenmpi-dev xz-utils)
+      openmpi-bin libopenmpi-dev xz-utils python3-dev pybind11-dev pybind11-json-dev libdlpack-dev python3-numpy
+      python3-pytest)
 [[ "${1:-}" == "--torch" ]] && pkgs+=(python3-torch libopenblas0-pthread)
 # Node.js and npm run llama.cpp's npm package for the GGUF tests (tools/fetch_llama_cpp.sh). Wanted
 # only where the commands are missing: a Node.js from elsewhere (NodeSource's bundles npm) is kept,
