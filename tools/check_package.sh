@@ -29,4 +29,16 @@ grep -q "CUDA backend $want" <<<"$out" || { echo "check_package: the CUDA backen
 if cmake -S tests/consumer -B "$prefix/too_new" -DCMAKE_PREFIX_PATH="$prefix/install" -DLATHE_CONSUMER_VERSION=1.0 >/dev/null 2>&1; then
   echo "check_package: find_package(lathe 1.0) accepted a lathe 0.1" >&2; exit 1
 fi
+# The Python module, where the build has it, imports from the prefix and trains with the installed code.
+if grep -q '^LATHE_PYTHON:BOOL=ON' "$build/CMakeCache.txt"; then
+  python=$(sed -n 's/^LATHE_PYTHON_EXECUTABLE:[A-Z]*=//p' "$build/CMakeCache.txt")
+  site="$prefix/install/$(sed -n 's/^LATHE_PYTHON_INSTALL_DIR:[A-Z]*=//p' "$build/CMakeCache.txt")"
+  PYTHONPATH="$site" "$python" -c "
+import lathe
+assert lathe.__file__.startswith('$site'), lathe.__file__
+m = lathe.GPT('tiny', seed=0)
+x = lathe.randint(0, 256, (2, 8), seed=1)
+print('installed python module: tiny loss', round(m.loss(x, x).item(), 4))
+" || { echo "check_package: the installed Python module does not import from $site" >&2; exit 1; }
+fi
 echo "check_package: the installed lathe builds and trains a consumer project"
