@@ -133,6 +133,14 @@ nlohmann::json to_json(const TrainOptions& o) {
   return j;
 }
 
+TrainOptions fresh_run_options(TrainOptions o, const std::vector<std::string>& given) {
+  auto was_given = [&](const char* key) { return std::find(given.begin(), given.end(), key) != given.end(); };
+  if (!was_given("lr") && o.optimizer == "prodigy") o.lr = 1.0;
+  if (!was_given("lr") && o.optimizer == "muon") o.lr = 0.02;
+  if (was_given("init_from") && !was_given("config")) o.config.clear();  // the file's model
+  return o;
+}
+
 TrainOptions train_options_from_json(const nlohmann::json& j) {
   LATHE_CHECK(j.is_object(), "training options: expected a JSON object, got ", j.type_name());
   TrainOptions o;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include "train/dist/communicator.h"
 
@@ -81,6 +82,11 @@ TrainOptions train_options_from_json(const nlohmann::json& j);
 
 // Throws cli-agnostic lathe::Error with a message naming the flag when a value is out of range.
 void validate(const TrainOptions& o);
+// A fresh run's options as the user gave them (`given`: the JSON keys they set), with the defaults
+// that follow from other options filled in: the optimizer's own learning rate when none was given
+// (prodigy 1.0, its distance estimate being the step; muon 0.02), and no config with init_from alone
+// (the model is the file's). `lathe train` and `lathe.train` (python/) both start a run here.
+TrainOptions fresh_run_options(TrainOptions o, const std::vector<std::string>& given);
 
 // --freeze's pattern, compiled; an invalid one is an error naming the flag.
 std::regex freeze_pattern(const std::string& pattern);

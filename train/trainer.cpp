@@ -496,7 +496,7 @@ double Trainer::bits_per_byte(double val_loss) const {
   return val_loss / std::log(2.0) / data_->val_bytes_per_token();
 }
 
-TrainSummary Trainer::run(std::FILE* log) {
+TrainSummary Trainer::run(std::FILE* log, const StepHook& on_step) {
   const auto run_start = Clock::now();
   const TrainOptions& o = options_;
   // Rank 0 alone writes the run directory and prints; the other ranks train beside it.
@@ -669,6 +669,7 @@ TrainSummary Trainer::run(std::FILE* log) {
         save_weights(dir + "/model.safetensors");
       }
     }
+    if (on_step) on_step(r);
   };
 
   // On a device that computes apart from the host (cuda), a step's loss and gradient norm are read

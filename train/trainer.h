@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -166,7 +167,13 @@ class Trainer {
   // checkpoints it does not continue, cuts metrics.jsonl back to the checkpoint's step, then
   // appends; resumed at its last step, it only rewrites model.safetensors from the checkpoint and
   // says the run is complete.
-  TrainSummary run(std::FILE* log = stdout);
+  //
+  // `on_step`, when given, receives each step's result once the run has reported it (metrics,
+  // progress, evaluation, checkpoint): `lathe.train`'s callback (python/). An exception it throws
+  // ends the run there, as a kill would: every checkpoint written so far is whole (each is written
+  // atomically), and the run continues from the newest with a resume.
+  using StepHook = std::function<void(const StepResult&)>;
+  TrainSummary run(std::FILE* log = stdout, const StepHook& on_step = {});
 
  private:
   // The constructor of both: a fresh run when `resume` is null, else the checkpoint's run.

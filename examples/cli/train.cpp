@@ -71,6 +71,18 @@ void run_train(train::TrainOptions o) {
   });
 }
 
+// The TrainOptions JSON keys of the flags given on the command line.
+std::vector<std::string> given_keys(const CLI::App& cmd) {
+  std::vector<std::string> given;
+  for (const CLI::Option* opt : cmd.get_options()) {
+    if (opt->count() == 0 || opt->get_name().rfind("--", 0) != 0) continue;
+    std::string key = opt->get_name().substr(2);
+    std::replace(key.begin(), key.end(), '-', '_');
+    given.push_back(key);
+  }
+  return given;
+}
+
 // --resume: the checkpoint's run, with the run-management flags the user gave on top
 // (train::Trainer::resume), at any world size. Flags that contradict the checkpoint are usage errors.
 void run_resume(const train::TrainOptions& given, const std::vector<std::string>& given_keys) {
@@ -137,19 +149,18 @@ void add_train_command(CLI::App& app) {
   auto o = std::make_shared<train::TrainOptions>();
   cmd->add_option("--data", o->data, "text file or directory (read recursively, sorted by path), or a directory of token shards")
       ->capture_default_str();
-  auto* config = cmd->add_option("--config", o->config,
-                                 "model preset (tiny, small, char, nanogpt-cpu, speedrun-small, gpt2) or a JSON file of "
-                                 "GPTConfig fields; with --init-from, the file's model (a --config given must agree with "
-                                 "it but for dropout)")
-                      ->capture_default_str();
+  cmd->add_option("--config", o->config,
+                  "model preset (tiny, small, char, nanogpt-cpu, speedrun-small, gpt2) or a JSON file of GPTConfig "
+                  "fields; with --init-from, the file's model (a --config given must agree with it but for dropout)")
+      ->capture_default_str();
   cmd->add_option("--device", o->device, "cpu, sim or cuda[:N]")->capture_default_str();
   const CLI::Validator in_i64 = integer_in_range<int64_t>();
   cmd->add_option("--steps", o->steps, "total optimizer steps")->capture_default_str()->check(in_i64);
   cmd->add_option("--batch", o->batch, "sequences per step (default: the preset's: tiny 8, small 16, char 8, nanogpt-cpu 12, speedrun-small 16, gpt2 4)")
       ->check(in_i64);
-  auto* lr = cmd->add_option("--lr", o->lr,
-                             "peak learning rate (default 1e-3; 1.0 for prodigy, whose lr is a multiplier; 0.02 for "
-                             "muon, the lr of its Muon group)");
+  cmd->add_option("--lr", o->lr,
+                  "peak learning rate (default 1e-3; 1.0 for prodigy, whose lr is a multiplier; 0.02 for muon, the "
+                  "lr of its Muon group)");
   cmd->add_option("--adam-lr", o->adam_lr,
                   "muon: peak learning rate of its AdamW groups (embeddings, head, gains, biases)")
       ->capture_default_str();
@@ -197,7 +208,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--resume", o->resume,
                   "continue the run in DIR from its newest checkpoint (or from a checkpoint FILE) up to --steps; "
                   "bitwise identical to a run that never stopped");
-  auto* init_from = cmd->add_option(
+  cmd->add_option(
       "--init-from", o->init_from,
       "start a fresh run from these weights (fine-tuning): a weights file or checkpoint of lathe train, a Hugging Face "
       "GPT-2 directory or an llm.c model file (.bin); the model is the file's, the optimizer starts fresh");
@@ -228,28 +239,17 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--freeze", o->freeze,
                   "train with the parameters whose names match this regular expression frozen (no gradient, no "
                   "optimizer state), e.g. 'wte' or '^transformer\\.h\\.0\\.'");
-  cmd->callback([o, lr, cmd, config, init_from, sft] {
+  cmd->callback([o, cmd, sft] {
     if (sft->count() > 0 && cmd->get_option("--data")->count() > 0)
       throw UsageError("--sft trains on its conversations in place of --data; give one of them");
     check_explicit_values(*cmd, *o);
     if (!o->resume.empty() && o->overwrite)
       throw UsageError("--overwrite is for a fresh run; --resume continues the run in its own directory");
     if (!o->resume.empty()) {
-      std::vector<std::string> given;  // TrainOptions JSON keys of the flags on the command line
-      for (const CLI::Option* opt : cmd->get_options()) {
-        if (opt->count() == 0 || opt->get_name().rfind("--", 0) != 0) continue;
-        std::string key = opt->get_name().substr(2);
-        std::replace(key.begin(), key.end(), '-', '_');
-        given.push_back(key);
-      }
-      run_resume(*o, given);
+      run_resume(*o, given_keys(*cmd));
       return;
     }
-    train::TrainOptions opts = *o;
-    if (lr->count() == 0 && opts.optimizer == "prodigy") opts.lr = 1.0;
-    if (lr->count() == 0 && opts.optimizer == "muon") opts.lr = 0.02;
-    if (init_from->count() > 0 && config->count() == 0) opts.config.clear();  // the file's model
-    run_train(std::move(opts));
+    run_train(train::fresh_run_options(*o, given_keys(*cmd)));
   });
 }
 
