@@ -131,4 +131,14 @@ std::vector<std::pair<uint32_t, uint32_t>> train_bpe_merges(const PieceCounts& c
   return merges;
 }
 
+TrainedTokenizer train_tokenizer(const TextCorpus& corpus, uint64_t vocab_size, PretokenPattern pattern) {
+  PieceCounts counts(pattern);
+  for (size_t i = 0; i < corpus.file_count(); ++i) counts.add_text(corpus.text(corpus.file_begin(i), corpus.file_size(i)));
+  TrainedTokenizer t;
+  t.file.pattern = pattern;
+  t.file.merges = train_bpe_merges(counts, vocab_size, {}, &t.end);
+  t.pieces = counts.total_pieces();
+  return t;
+}
+
 }  // namespace lathe::data

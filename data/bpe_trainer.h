@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "data/pretokenizer.h"
+#include "data/text_corpus.h"
+#include "data/tokenizer_file.h"
 
 namespace lathe::data {
 
@@ -45,5 +47,15 @@ enum class BpeTrainingEnd { size_reached, no_pair_left, vocabulary_bytes };
 std::vector<std::pair<uint32_t, uint32_t>> train_bpe_merges(const PieceCounts& counts, uint64_t vocab_size,
                                                             const std::function<void(size_t)>& progress = {},
                                                             BpeTrainingEnd* end = nullptr);
+
+// A tokenizer trained on every file of `corpus` (each file's pieces counted apart, so that no piece
+// spans two files) for `vocab_size` ordinary tokens: `lathe tokenizer train` and
+// lathe.train_tokenizer (python/). write_tokenizer_file writes it.
+struct TrainedTokenizer {
+  TokenizerFile file;
+  uint64_t pieces = 0;  // pre-tokenized pieces counted in the corpus
+  BpeTrainingEnd end = BpeTrainingEnd::size_reached;
+};
+TrainedTokenizer train_tokenizer(const TextCorpus& corpus, uint64_t vocab_size, PretokenPattern pattern);
 
 }  // namespace lathe::data

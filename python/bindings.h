@@ -37,6 +37,8 @@ void bind_core_sharing(py::module_& m);  // core_sharing.cpp: the buffer protoco
 void bind_nn_gpt(py::module_& m);        // nn_gpt.cpp: lathe.GPT
 void bind_optim(py::module_& m);         // optim.cpp: lathe.optim, every optimizer by name
 void bind_serialize(py::module_& m);     // serialize.cpp: safetensors, weights files, checkpoints
-void bind_train(py::module_& m);         // train.cpp: lathe.train, the command's trainer
+void bind_data(py::module_& m);          // data.cpp: tokenizers, token shards, datasets
+void bind_train(py::module_& m);
+void bind_ref(py::module_& m);           // ref.cpp: the reference harness (lathe.ref)         // train.cpp: lathe.train, the command's trainer
 
 }  // namespace lathe::python

@@ -30,7 +30,8 @@ void bind_core_types(py::module_& m) {
   dtype.export_values();
   dtype.def_property_readonly("itemsize", [](DType t) { return dtype_size(t); });
   dtype.def_property_readonly("is_floating_point", [](DType t) { return is_floating(t); });
-  dtype.def("__str__", [](DType t) { return std::string(dtype_name(t)); });
+  // str(lathe.f32) is "f32", the name lathe prints (prepended: pybind11's enum __str__ would answer first).
+  dtype.def("__str__", [](DType t) { return std::string(dtype_name(t)); }, py::prepend());
 
   py::class_<Device>(m, "Device", "Where a tensor's memory lives: cpu, sim:N (an emulated accelerator) or cuda:N")
       .def(py::init(&Device::parse), py::arg("name"))

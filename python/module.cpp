@@ -27,5 +27,7 @@ PYBIND11_MODULE(_lathe, m) {
   lathe::python::bind_nn_gpt(m);
   lathe::python::bind_optim(m);
   lathe::python::bind_serialize(m);
+  lathe::python::bind_data(m);
   lathe::python::bind_train(m);
+  lathe::python::bind_ref(m);
 }

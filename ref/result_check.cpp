@@ -205,4 +205,22 @@ std::string format_verdict(const TensorVerdict& v) {
   return os.str();
 }
 
+CheckReport check_report(std::vector<TensorVerdict> verdicts) {
+  CheckReport r;
+  const TensorVerdict* worst = nullptr;
+  auto badness = [](const TensorVerdict& t) {
+    return t.problem.empty() && t.non_finite.empty() ? t.worst_ratio : std::numeric_limits<double>::infinity();
+  };
+  for (const TensorVerdict& v : verdicts) {
+    r.text += format_verdict(v) + "\n";
+    r.passed += v.pass;
+    if (!worst || badness(v) > badness(*worst)) worst = &v;
+  }
+  if (worst) r.text += "worst: " + format_verdict(*worst) + "\n";
+  r.text += std::to_string(r.passed) + " of " + std::to_string(verdicts.size()) + " tensors pass\n";
+  r.pass = !verdicts.empty() && r.passed == verdicts.size();
+  r.verdicts = std::move(verdicts);
+  return r;
+}
+
 }  // namespace lathe::ref

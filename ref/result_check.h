@@ -74,4 +74,16 @@ std::vector<TensorVerdict> check_results(const serialize::SafetensorsFile& got, 
 // A verdict as one line for the terminal ("PASS output [2, 3] f32 ...").
 std::string format_verdict(const TensorVerdict& v);
 
+// What `lathe ref --check` prints and decides, for the command and for lathe.ref.check (python/):
+// each verdict's line, then the worst (a tensor that cannot be compared or differs by a NaN or an
+// infinity, else the largest share of its tolerance) and the count. The files pass when they hold
+// at least one tensor and every tensor passes.
+struct CheckReport {
+  std::vector<TensorVerdict> verdicts;
+  size_t passed = 0;
+  bool pass = false;
+  std::string text;  // the lines, each ending in a newline
+};
+CheckReport check_report(std::vector<TensorVerdict> verdicts);
+
 }  // namespace lathe::ref

@@ -44,22 +44,9 @@ void run_check(const RefArgs& a) {
   options.equal_nan = a.equal_nan;
   const serialize::SafetensorsFile got = serialize::read_safetensors(a.check[0]);
   const serialize::SafetensorsFile want = serialize::read_safetensors(a.check[1]);
-  const std::vector<ref::TensorVerdict> verdicts = ref::check_results(got, want, options);
-  size_t passed = 0;
-  const ref::TensorVerdict* worst = nullptr;
-  for (const ref::TensorVerdict& v : verdicts) {
-    std::cout << ref::format_verdict(v) << "\n";
-    passed += v.pass;
-    // The worst: a tensor that cannot be compared or differs by a NaN or an infinity, else the
-    // largest share of its tolerance.
-    auto badness = [](const ref::TensorVerdict& t) {
-      return t.problem.empty() && t.non_finite.empty() ? t.worst_ratio : std::numeric_limits<double>::infinity();
-    };
-    if (!worst || badness(v) > badness(*worst)) worst = &v;
-  }
-  if (worst) std::cout << "worst: " << ref::format_verdict(*worst) << "\n";
-  std::cout << passed << " of " << verdicts.size() << " tensors pass\n";
-  if (passed != verdicts.size() || verdicts.empty()) throw NegativeVerdict{};
+  const ref::CheckReport report = ref::check_report(ref::check_results(got, want, options));
+  std::cout << report.text;
+  if (!report.pass) throw NegativeVerdict{};
 }
 
 }  // namespace

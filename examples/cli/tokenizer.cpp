@@ -61,19 +61,16 @@ void run_train_tokenizer(const TrainTokenizerOptions& o) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   const data::TextCorpus corpus = data::TextCorpus::open(o.data);
-  data::PieceCounts counts(pattern);
-  for (size_t i = 0; i < corpus.file_count(); ++i) counts.add_text(corpus.text(corpus.file_begin(i), corpus.file_size(i)));
-  data::TokenizerFile file;
-  file.pattern = pattern;
-  data::BpeTrainingEnd end = data::BpeTrainingEnd::size_reached;
-  file.merges = data::train_bpe_merges(counts, o.vocab_size, {}, &end);
+  const data::TrainedTokenizer trained = data::train_tokenizer(corpus, o.vocab_size, pattern);
+  const data::TokenizerFile& file = trained.file;
+  const data::BpeTrainingEnd end = trained.end;
   data::write_tokenizer_file(o.out, file);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const uint64_t made = 256 + file.merges.size();
   std::printf("trained %s: %llu tokens (%zu merges) + end-of-text id %llu, pattern %s, on %s (%zu bytes, %llu pieces) in %.2f s\n",
               o.out.c_str(), (unsigned long long)made, file.merges.size(), (unsigned long long)made,
               data::pretoken_pattern_name(pattern), o.data.c_str(), corpus.size(),
-              (unsigned long long)counts.total_pieces(), s);
+              (unsigned long long)trained.pieces, s);
   if (end == data::BpeTrainingEnd::no_pair_left)
     std::printf("note: the corpus has no adjacent pair left to merge after %zu merges (asked for %llu tokens)\n",
                 file.merges.size(), (unsigned long long)o.vocab_size);

@@ -86,6 +86,8 @@ def _getitem(self, index):
     return out
 
 
+from . import ref  # noqa: E402  (lathe.ref: the reference harness)
+
 Tensor.numpy = _numpy
 Tensor.__array__ = _array
 Tensor.tolist = _tolist
