@@ -9,8 +9,8 @@ line before it:
 
     <!-- code: examples/tutorial/ch01_tensors.cpp#views -->
         the block equals, line for line, the region of that file between the lines
-        `// [tutorial:views]` and `// [/tutorial:views]` (the marker lines left out, the region's
-        common indentation removed);
+        `// [tutorial:views]` and `// [/tutorial:views]` (`# [tutorial:views]` ... in a Python
+        program; the marker lines left out, the region's common indentation removed);
     <!-- code: core/op_table.h -->
         a quotation of lathe: the block appears verbatim, as whole consecutive lines, in that file;
     <!-- output: ch01_tensors -->
@@ -22,7 +22,8 @@ line before it:
 
 A code block without a marker fails the check, and so does every relative link of the chapter
 ([text](path)) that names no file or folder of the repository. The program is run once, from the
-repository root, with no arguments; what it writes on stderr is not compared (chapter 9 puts the
+repository root, with no arguments (a .py program by the Python running this check); what it
+writes on stderr is not compared (chapter 9 puts the
 lines that depend on a GPU there). A failing output block is reported as a unified diff.
 
 --self-test runs the check on the chapter as it is (it must pass), then on drifted copies, each of
@@ -91,8 +92,8 @@ def dedent(lines):
 def region_of(path, name):
     with open(path, encoding="utf-8") as f:
         lines = f.read().split("\n")
-    begin = [n for n, l in enumerate(lines) if l.strip() == f"// [tutorial:{name}]"]
-    end = [n for n, l in enumerate(lines) if l.strip() == f"// [/tutorial:{name}]"]
+    begin = [n for n, l in enumerate(lines) if l.strip() in (f"// [tutorial:{name}]", f"# [tutorial:{name}]")]
+    end = [n for n, l in enumerate(lines) if l.strip() in (f"// [/tutorial:{name}]", f"# [/tutorial:{name}]")]
     if len(begin) != 1 or len(end) != 1 or end[0] < begin[0]:
         return None
     return "\n".join(dedent(lines[begin[0] + 1:end[0]]))
@@ -170,7 +171,8 @@ def check(chapter, program, root, out=sys.stdout):
                 if program is None:
                     faults.append(f"line {lineno}: an output block, but no --program to run")
                     continue
-                run = subprocess.run([program], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                command = [sys.executable, program] if program.endswith(".py") else [program]
+                run = subprocess.run(command, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      timeout=600)
                 if run.returncode != 0:
                     faults.append(f"{program} exited with status {run.returncode}; its stderr:\n"

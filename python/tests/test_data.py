@@ -56,3 +56,7 @@ def test_bad_data_says_which_file_and_what():
         lathe.Dataset(CORPUS, 16).sample("test", 1, lathe.Generator())
     with pytest.raises(TypeError):
         lathe.Tokenizer("bytes").encode(3)
+
+
+def test_a_dataset_describes_itself():
+    assert "README.md" in lathe.Dataset(CORPUS, 16).describe()

@@ -126,3 +126,24 @@ def test_a_checkpoint_resumes_on_another_device_bit_for_bit(tmp_path):
     wrong = lathe.GPT("small")
     with pytest.raises(lathe.Error, match="ckpt.safetensors"):
         ckpt.restore(wrong, lathe.optim.make("adamw", wrong.parameters()))
+
+
+def test_state_dicts_precision_and_a_checkpoints_weights(tmp_path):
+    a, b = lathe.GPT("tiny", seed=7), lathe.GPT("tiny", seed=8)
+    b.load_state_dict(a.state_dict())
+    x, y = batch(7)
+    assert a.loss(x, y).item() == b.loss(x, y).item()
+    with pytest.raises(lathe.Error, match="missing|unexpected|lm_head|wte"):
+        b.load_state_dict({"nope": lathe.zeros(1)})
+    assert a.precision == "f32"
+    a.precision = "bf16"
+    assert a.precision == "bf16" and abs(a.loss(x, y).item() - b.loss(x, y).item()) > 0
+    with pytest.raises(lathe.Error, match="precision"):
+        a.precision = "f8"
+    path = str(tmp_path / "c.safetensors")
+    opt = lathe.optim.make("sgd", b.parameters(), lr=0.1)
+    lathe.save_checkpoint(path, b, opt, step=3, program={"note": "mine"})
+    c = lathe.GPT("tiny", seed=9)
+    ckpt = lathe.Checkpoint(path)
+    ckpt.load_weights(c)
+    assert ckpt.program == {"note": "mine"} and c.loss(x, y).item() == b.loss(x, y).item()

@@ -100,3 +100,82 @@ def test_op_errors_name_the_op_and_the_tensors():
         lathe.layer_norm(lathe.zeros(2, 3), lathe.zeros(4))
     with pytest.raises(TypeError):
         lathe.exp("x")
+
+
+# Each op as a function and as a method, against lathe's own reference harness (the op registry's
+# call, with PyTorch's names and arguments) where it has the op, else against NumPy in f64.
+REF_UNARY = {"neg": {}, "exp": {}, "rsqrt": {}, "sqrt": {}, "log": {}, "tanh": {}, "relu": {}, "sigmoid": {},
+             "abs": {}, "square": {}, "silu": {}, "log_sigmoid": {}}
+
+
+@pytest.mark.parametrize("name", sorted(REF_UNARY))
+def test_unary_ops_are_the_registrys(name):
+    x = f64(3, 5, seed=11, lo=0.1, hi=2.0)
+    want = lathe.ref.run({"kind": "op", "op": name}, {"input.0": x})["output"]
+    assert getattr(lathe, name)(x).tolist() == want.tolist() == getattr(x, name)().tolist()
+
+
+def test_gelu_both_forms_are_the_registrys():
+    x = f64(3, 5, seed=12)
+    for fn, approximate in ((lathe.gelu, "tanh"), (lathe.gelu_erf, "none")):
+        want = lathe.ref.run({"kind": "op", "op": "gelu", "args": {"approximate": approximate}}, {"input.0": x})
+        assert fn(x).tolist() == want["output"].tolist()
+    assert x.gelu().tolist() == lathe.gelu(x).tolist() and x.gelu_erf().tolist() == lathe.gelu_erf(x).tolist()
+
+
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "pow", "maximum", "minimum"])
+def test_binary_ops_are_the_registrys(name):
+    x, y = f64(3, 4, seed=13, lo=0.5, hi=2.0), f64(4, seed=14, lo=0.5, hi=2.0)
+    want = lathe.ref.run({"kind": "op", "op": name}, {"input.0": x, "input.1": y})["output"]
+    assert getattr(lathe, name)(x, y).tolist() == want.tolist() == getattr(x, name)(y).tolist()
+
+
+def test_comparisons_as_functions_methods_and_operators():
+    x, y = lathe.tensor([1.0, 2.0, 3.0]), lathe.tensor([2.0, 2.0, 2.0])
+    for name, op, want in (("eq", "__eq__", [False, True, False]), ("ne", "__ne__", [True, False, True]),
+                           ("lt", "__lt__", [True, False, False]), ("le", "__le__", [True, True, False]),
+                           ("gt", "__gt__", [False, False, True]), ("ge", "__ge__", [False, True, True])):
+        assert getattr(lathe, name)(x, y).tolist() == getattr(x, name)(y).tolist() == getattr(x, op)(y).tolist() == want
+        assert getattr(lathe, name)(x, 2.0).tolist() == want
+
+
+def test_nn_ops_are_the_registrys():
+    x = f64(2, 7, seed=15)
+    assert lathe.log_softmax(x, dim=1).tolist() == x.log_softmax(1).tolist() == lathe.ref.run(
+        {"kind": "op", "op": "log_softmax", "args": {"dim": 1}}, {"input.0": x})["output"].tolist()
+    mask = lathe.tensor([True, False] * 7).reshape(2, 7)
+    assert lathe.masked_fill(x, mask, -1.0).tolist() == x.masked_fill(mask, -1.0).tolist() == lathe.ref.run(
+        {"kind": "op", "op": "masked_fill", "args": {"value": -1.0}}, {"input.0": x, "input.1": mask})["output"].tolist()
+    idx = lathe.tensor([[0, 6], [3, 3]])
+    assert lathe.gather(x, 1, idx).tolist() == x.gather(1, idx).tolist() == lathe.ref.run(
+        {"kind": "op", "op": "gather", "args": {"dim": 1}}, {"input.0": x, "input.1": idx})["output"].tolist()
+    q, k, v = (f64(1, 2, 5, 4, seed=s) for s in (16, 17, 18))
+    want = lathe.ref.run({"kind": "op", "op": "scaled_dot_product_attention", "args": {"is_causal": True, "scale": 0.5}},
+                         {"input.0": q, "input.1": k, "input.2": v})["output"]
+    assert lathe.causal_attention(q, k, v, 0.5).tolist() == q.causal_attention(k, v, 0.5).tolist() == want.tolist()
+    qkv = lathe.cat([t.transpose(1, 2).reshape(1, 5, 8) for t in (q, k, v)], dim=2)
+    got = lathe.causal_attention_qkv(qkv, 2, 0.5)
+    assert got.shape == (1, 5, 8) and qkv.causal_attention_qkv(2, 0.5).tolist() == got.tolist()
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want.transpose(1, 2).reshape(1, 5, 8)), rtol=1e-13)
+    logits, targets = f64(6, 5, seed=19), lathe.tensor([0, 1, 2, 3, 4, 0])
+    assert lathe.fused_cross_entropy(logits, targets).item() == pytest.approx(lathe.cross_entropy(logits, targets).item(),
+                                                                               rel=1e-14)
+    assert logits.fused_cross_entropy(targets).item() == lathe.fused_cross_entropy(logits, targets).item()
+
+
+def test_ops_without_a_torch_twin_against_numpy():
+    x = f64(3, 4, seed=20, lo=-3, hi=3)
+    a = np.asarray(x)
+    np.testing.assert_allclose(np.asarray(lathe.softcap(x, 2.0)), 2.0 * np.tanh(a / 2.0), rtol=1e-15)
+    assert x.softcap(2.0).tolist() == lathe.softcap(x, 2.0).tolist()
+    assert np.array_equal(np.asarray(lathe.squared_relu(x)), np.maximum(a, 0) ** 2)
+    assert x.squared_relu().tolist() == lathe.squared_relu(x).tolist()
+    h = f64(1, 2, 3, 4, seed=21)
+    ang = f64(3, 2, seed=22)
+    c, s = np.cos(np.asarray(ang)), np.sin(np.asarray(ang))
+    cos, sin = lathe.from_numpy(np.ascontiguousarray(c)), lathe.from_numpy(np.ascontiguousarray(s))
+    hv = np.asarray(h)
+    x1, x2 = hv[..., :2], hv[..., 2:]
+    want = np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=-1)
+    np.testing.assert_allclose(np.asarray(lathe.rope(h, cos, sin)), want, rtol=1e-14, atol=1e-15)
+    assert h.rope(cos, sin).tolist() == lathe.rope(h, cos, sin).tolist()

@@ -92,3 +92,10 @@ def test_the_plugin_fails_a_wrong_implementation_with_the_report(tmp_path, pack)
     """))
     r = run_pytest(str(tmp_path), "--lathe-fixtures", str(pack))
     assert r.returncode != 0 and "1 failed" in r.stdout and "FAIL output [3, 4] f32" in r.stdout
+
+
+def test_the_names_lathe_ref_gives(pack):
+    case = next(lathe.ref.cases(pack, op="exp", dtype="f64"))
+    assert isinstance(case, lathe.ref.Case) and repr(case) == "lathe.ref.Case('op_exp_f64')"
+    verdict = case.check(case.expected())
+    assert isinstance(verdict, lathe.ref.Verdict) and verdict and str(verdict) == verdict.report

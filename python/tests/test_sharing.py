@@ -71,6 +71,22 @@ def test_the_array_outlives_the_tensor_and_the_tensor_outlives_the_array():
     assert v.tolist() == [2.0, 3.0] and before
 
 
+def test_memory_lent_to_lathe_cannot_be_freed_under_it():
+    # The tensor holds the exporter's buffer view: NumPy and Python refuse to resize (free) it.
+    a = np.zeros(4, np.float32)
+    t = lathe.from_numpy(a)
+    with pytest.raises(ValueError, match="referenced|reference"):
+        a.resize(1000)
+    b = bytearray(16)
+    u = lathe.from_numpy(memoryview(b).cast("f"))
+    with pytest.raises(BufferError):
+        b.extend(b"x" * 4096)
+    del t, u
+    gc.collect()
+    a.resize(1000)  # released with the last tensor
+    b.extend(b"x" * 4096)
+
+
 def test_what_cannot_be_shared_says_why():
     with pytest.raises(lathe.Error, match="bf16 has no NumPy dtype"):
         np.asarray(lathe.zeros(2, dtype=lathe.bf16))

@@ -101,3 +101,37 @@ def test_bad_input_raises_lathe_error_with_lathes_message():
 
 def test_repr_prints_as_lathe_prints():
     assert "1.5" in repr(lathe.tensor([1.5]))
+
+
+def test_view_methods_and_in_place_writes():
+    t = lathe.arange(12, dtype=lathe.f32).reshape(3, 4)
+    assert t.narrow(1, 1, 2).tolist() == [[1, 2], [5, 6], [9, 10]]
+    assert t.select(0, 2).tolist() == [8, 9, 10, 11] and t.slice(1, 0, 4, 2).tolist() == [[0, 2], [4, 6], [8, 10]]
+    assert t.flatten().shape == (12,) and t.unsqueeze(0).shape == (1, 3, 4) and t.unsqueeze(0).squeeze().shape == (3, 4)
+    assert t[:, :1].squeeze(1).tolist() == [0, 4, 8]
+    e = lathe.ones(1, 4).expand(3, 4)
+    assert e.strides == (0, 1) and not e.is_contiguous() and e.contiguous().is_contiguous()
+    assert t[1:].storage_offset == 4
+    v0 = t.version()
+    t[0].copy_(lathe.tensor([9.0, 9.0, 9.0, 9.0]))
+    assert t.version() > v0 and t[0].tolist() == [9.0] * 4
+    v1 = t.version()
+    t.bump_version()
+    assert t.version() == v1 + 1
+    assert lathe.empty(2, 3, dtype="i32").dtype == lathe.i32
+    assert lathe.scalar_tensor(2.5, dtype=lathe.f64).shape == () and lathe.scalar_tensor(2.5).item() == 2.5
+
+
+def test_types_devices_and_memory_figures():
+    assert isinstance(lathe.f32, lathe.DType) and str(lathe.bf16) == "bf16"
+    d = lathe.Device("sim:1")
+    assert d.type == "sim" and d.index == 1 and lathe.Device("cpu").type == "cpu" and hash(d) == hash(lathe.Device("sim:1"))
+    lathe.reset_peak_memory("sim:1")
+    x = lathe.zeros(1 << 16, device="sim:1")
+    lathe.synchronize("sim:1")
+    stats = lathe.memory_stats("sim:1")
+    assert stats["peak_allocated"] >= x.nbytes and stats["allocated"] >= x.nbytes
+    g = lathe.Generator(seed=1)
+    g.set_state(5, 100)
+    assert (g.seed, g.offset) == (5, 100)
+    assert "tiny" in lathe.gpt_presets()
