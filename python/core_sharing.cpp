@@ -221,7 +221,19 @@ void capsule_destructor(PyObject* capsule) {
   PyErr_Restore(type, value, traceback);
 }
 
-py::capsule to_dlpack(const Tensor& x, const py::object& stream) {
+// The array API's __dlpack__(stream, max_version, dl_device, copy): the capsule is DLPack 0.x's
+// "dltensor", which consumers asking for a newer version take as well; a copy is made when asked
+// for, and another device is refused.
+py::capsule to_dlpack(const Tensor& x, const py::object& stream, const py::object& max_version,
+                      const py::object& device_asked, const py::object& copy) {
+  if (!device_asked.is_none()) {
+    const DLDevice here = dl_device(x.device());
+    const auto asked = device_asked.cast<std::pair<int, int>>();
+    LATHE_CHECK(asked.first == int(here.device_type) && asked.second == here.device_id, "__dlpack__: tensor ",
+                x.desc(), " is not on DLPack device (", asked.first, ", ", asked.second, "); move it with t.to() first");
+  }
+  (void)max_version;
+  if (!copy.is_none() && copy.cast<bool>()) return to_dlpack(x.clone(), stream, py::none(), py::none(), py::none());
   auto e = std::make_unique<Exported>();
   e->tensor = x.detach();
   e->shape.assign(x.shape().begin(), x.shape().end());
@@ -300,7 +312,8 @@ void bind_core_sharing(py::module_& m) {
   py::class_<Tensor> t = py::reinterpret_borrow<py::class_<Tensor>>(m.attr("Tensor"));
   // pybind11's buffer slots with get_buffer in place of its own (py::buffer_protocol() made them).
   reinterpret_cast<PyTypeObject*>(t.ptr())->tp_as_buffer->bf_getbuffer = &get_buffer;
-  t.def("__dlpack__", &to_dlpack, py::kw_only(), py::arg("stream") = py::none(),
+  t.def("__dlpack__", &to_dlpack, py::kw_only(), py::arg("stream") = py::none(), py::arg("max_version") = py::none(),
+        py::arg("dl_device") = py::none(), py::arg("copy") = py::none(),
         "A DLPack capsule over this tensor's memory (the tensor stays alive until the consumer is done)");
   t.def("__dlpack_device__", [](const Tensor& x) {
     const DLDevice d = dl_device(x.device());

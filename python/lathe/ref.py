@@ -22,8 +22,12 @@ def run(case, tensors=None, device="cpu", result=False):
     """Runs a case on `device` and returns its output tensors ({name: tensor}).
 
     `case` is a case file's path, or a case document (a dict with its "kind") whose tensors are
-    `tensors`. With result=True, returns (tensors, the result document or None).
+    `tensors` or, in one dict, its "tensors" entry. With result=True, returns (tensors, the result
+    document or None).
     """
+    if isinstance(case, dict) and "tensors" in case and tensors is None:
+        case = dict(case)
+        tensors = case.pop("tensors")
     if isinstance(case, dict):
         out, res = _lathe._ref.run(dict(tensors or {}), case, device)
     else:

@@ -32,6 +32,8 @@ def test_a_case_made_in_python_runs_without_files():
     x = lathe.randn((3, 5), seed=1)
     out, result = lathe.ref.run({"kind": "op", "op": "softmax", "args": {"dim": 1}}, {"input.0": x}, result=True)
     assert out["output"].tolist() == lathe.softmax(x, dim=1).tolist()
+    one_dict = lathe.ref.run({"kind": "op", "op": "softmax", "args": {"dim": 1}, "tensors": {"input.0": x}})
+    assert one_dict["output"].tolist() == out["output"].tolist()
     with pytest.raises(lathe.Error, match="unknown kind|kind"):
         lathe.ref.run({"kind": "nope"}, {})
     with pytest.raises(lathe.Error, match="input.7"):

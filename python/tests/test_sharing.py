@@ -135,6 +135,12 @@ def test_dlpack_carries_bf16_and_a_capsule_is_consumed_once():
     with pytest.raises(lathe.Error, match="unconsumed"):
         lathe.from_dlpack(capsule)
     assert t.__dlpack_device__() == (1, 0)
+    # the array API's keywords: a newer version asked for, the device named, a copy
+    v = lathe.from_dlpack(t.__dlpack__(max_version=(1, 0), dl_device=(1, 0), copy=True))
+    v.fill_(1)
+    assert t.tolist() == [7.0, 7.0, 7.0] and v.tolist() == [1.0, 1.0, 1.0]
+    with pytest.raises(lathe.Error, match="not on DLPack device"):
+        t.__dlpack__(dl_device=(2, 0))
     with pytest.raises(lathe.Error, match="__dlpack__"):
         lathe.from_dlpack([1, 2])
     del t, u  # an unconsumed capsule frees what it holds when it goes
