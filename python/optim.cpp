@@ -1,4 +1,4 @@
-// lathe.optim: every optimizer of the registry (train/optimizer_registry.h) by its name, with
+// lathe.optim: every optimizer of the registry (optim/registry.h) by its name, with
 // PyTorch's options as keyword arguments and param groups as dicts, and its typed state as it is:
 // each entry's name, scope, placement (with the parameter, on the host, sharded), dtype and tensor.
 #include <pybind11/stl.h>
@@ -7,7 +7,7 @@
 #include "optim/optimizer.h"
 #include "optim/placement.h"
 #include "python/bindings.h"
-#include "train/optimizer_registry.h"
+#include "optim/registry.h"
 
 namespace lathe::python {
 
@@ -16,7 +16,7 @@ namespace {
 // `params`: tensors (one group), or dicts {"params": [...], option: value, ...} (a group each).
 std::unique_ptr<optim::Optimizer> make(const std::string& name, const py::iterable& params, bool fused,
                                        const py::kwargs& defaults) {
-  auto opt = train::make_optimizer(name, py::cast<nlohmann::json>(defaults), fused);
+  auto opt = optim::make_optimizer(name, py::cast<nlohmann::json>(defaults), fused);
   std::vector<Tensor> plain;
   for (const py::handle& p : params) {
     if (py::isinstance<Tensor>(p)) {
@@ -43,9 +43,23 @@ void bind_optim(py::module_& m) {
   py::module_ o = m.def_submodule("optim", "Optimizers by name: lathe.optim.make(\"adamw\", params, lr=1e-3)");
   o.def("names", [] {
     std::vector<std::string> names;
-    for (const auto& k : train::optimizer_kinds()) names.push_back(k.name);
+    for (const auto& k : optim::optimizer_kinds()) names.push_back(k.name);
     return names;
   });
+  o.def("kinds", [] {
+    py::list kinds;
+    for (const auto& k : optim::optimizer_kinds()) {
+      py::dict d;
+      d["name"] = k.name;
+      d["has_fused"] = k.has_fused;
+      d["shardable"] = k.shardable;
+      d["default_lr"] = k.default_lr;
+      d["betas"] = k.betas;
+      d["adamw_beside"] = k.adamw_beside;
+      kinds.append(d);
+    }
+    return kinds;
+  }, "each optimizer of the registry with what it can do (optim/registry.h)");
   py::class_<optim::Optimizer, std::unique_ptr<optim::Optimizer>>(o, "Optimizer")
       .def_property_readonly("kind", &optim::Optimizer::kind)
       .def_property_readonly("fused", &optim::Optimizer::fused)

@@ -13,7 +13,7 @@
 #include "ref/kinds.h"
 #include "ref/torch_options.h"
 #include "serialize/json_document.h"
-#include "train/optimizer_registry.h"
+#include "optim/registry.h"
 
 namespace lathe::ref {
 
@@ -92,7 +92,7 @@ RefOutput run_optim_case(const serialize::SafetensorsFile& c, const nlohmann::js
   }
   std::unique_ptr<optim::Optimizer> opt;
   try {
-    opt = train::make_optimizer(spec["optimizer"].get<std::string>(), defaults, fused);
+    opt = optim::make_optimizer(spec["optimizer"].get<std::string>(), defaults, fused);
   } catch (const Error& e) {
     LATHE_FAIL(K, e.what());
   }

@@ -35,7 +35,7 @@
 #include "optim/muon.h"
 #include "train/muon_groups.h"
 #include "train/nanogpt_groups.h"
-#include "train/optimizer_registry.h"
+#include "optim/registry.h"
 #include "train/train_step.h"
 
 namespace lathe::ref {
@@ -151,7 +151,7 @@ std::unique_ptr<optim::Optimizer> case_muon_optimizer(const nlohmann::json& doc,
 std::unique_ptr<optim::Optimizer> case_optimizer(const nlohmann::json& doc, const nn::GPT& model) {
   const nlohmann::json& spec = doc["optimizer"];
   LATHE_CHECK(spec.is_object() && spec.contains("name") && spec["name"].is_string(), kTrainCase,
-              "\"optimizer\" must be an object with a \"name\" (", train::optimizer_names(), ")");
+              "\"optimizer\" must be an object with a \"name\" (", optim::optimizer_names(), ")");
   const nlohmann::json fused = spec.value("fused", nlohmann::json(false));
   LATHE_CHECK(fused.is_boolean() || fused.is_null(), kTrainCase, "\"fused\" of the optimizer must be true, false or null, got ",
               serialize::quote_json(fused));
@@ -162,7 +162,7 @@ std::unique_ptr<optim::Optimizer> case_optimizer(const nlohmann::json& doc, cons
   const bool explicit_groups = doc.contains("param_groups");
   std::unique_ptr<optim::Optimizer> opt;
   try {
-    opt = train::make_optimizer(spec["name"].get<std::string>(), explicit_groups ? options : nlohmann::json::object(),
+    opt = optim::make_optimizer(spec["name"].get<std::string>(), explicit_groups ? options : nlohmann::json::object(),
                          fused == true);
   } catch (const Error& e) {
     LATHE_FAIL(kTrainCase, e.what());

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "nn/precision.h"
+#include "optim/registry.h"
 #include "serialize/json_document.h"
 
 namespace lathe::train {
@@ -28,16 +29,13 @@ void validate(const TrainOptions& o) {
               o.weight_decay);
   LATHE_CHECK(std::isfinite(o.grad_clip) && o.grad_clip >= 0, "--grad-clip must be >= 0 (0 disables), got ",
               o.grad_clip);
-  LATHE_CHECK(o.optimizer == "adamw" || o.optimizer == "adam" || o.optimizer == "sgd" || o.optimizer == "prodigy" ||
-                  o.optimizer == "muon",
-              "--optimizer must be adamw, adam, sgd, prodigy or muon, got \"", o.optimizer, "\"");
+  const optim::OptimizerKind& kind = optim::optimizer_kind(o.optimizer, "--optimizer");
   LATHE_CHECK(std::isfinite(o.adam_lr) && o.adam_lr > 0, "--adam-lr must be positive, got ", o.adam_lr);
   LATHE_CHECK(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1, "--beta1 and --beta2 must be in [0, 1), got ",
               o.beta1, " and ", o.beta2);
   nn::parse_precision(o.precision, "--precision");
-  LATHE_CHECK(!o.fused || o.optimizer == "adamw" || o.optimizer == "adam" || o.optimizer == "muon",
-              "--fused: optimizer \"", o.optimizer, "\" has no fused path (adam and adamw have one, and muon's AdamW "
-              "groups)");
+  LATHE_CHECK(!o.fused || kind.has_fused || kind.adamw_beside, "--fused: optimizer \"", o.optimizer,
+              "\" has no fused path (nor AdamW groups beside it that have one)");
   // The scale is f32 state (optim/grad_scaler.h): past f32's range it would be inf.
   LATHE_CHECK(std::isfinite(o.init_scale) && o.init_scale > 0 && o.init_scale <= double(std::numeric_limits<float>::max()),
               "--init-scale must be a positive number within f32's range (at most 3.4e38), got ", o.init_scale);
@@ -51,8 +49,8 @@ void validate(const TrainOptions& o) {
   LATHE_CHECK(o.sample_tokens >= 0, "--sample-tokens must be >= 0, got ", o.sample_tokens);
   LATHE_CHECK(o.zero == 0 || o.zero == 1, "--zero must be 0 (every process keeps the whole optimizer state) or 1 "
               "(the state is sharded over the processes), got ", o.zero);
-  LATHE_CHECK(o.zero == 0 || o.optimizer != "prodigy", "--zero 1: prodigy's update reads the state of every parameter "
-              "at once, so its state cannot be sharded; use adamw, adam or sgd, or --zero 0");
+  LATHE_CHECK(o.zero == 0 || kind.shardable, "--zero 1: ", o.optimizer, "'s update reads the state of every parameter "
+              "at once, so its state cannot be sharded; use another optimizer, or --zero 0");
   if (!o.freeze.empty()) freeze_pattern(o.freeze);
   LATHE_CHECK(o.grad_slices >= 0, "--grad-slices must be >= 0 (0: one slice per process), got ", o.grad_slices);
   LATHE_CHECK(std::isfinite(o.dist_timeout) && o.dist_timeout > 0,
@@ -135,8 +133,8 @@ nlohmann::json to_json(const TrainOptions& o) {
 
 TrainOptions fresh_run_options(TrainOptions o, const std::vector<std::string>& given) {
   auto was_given = [&](const char* key) { return std::find(given.begin(), given.end(), key) != given.end(); };
-  if (!was_given("lr") && o.optimizer == "prodigy") o.lr = 1.0;
-  if (!was_given("lr") && o.optimizer == "muon") o.lr = 0.02;
+  if (const optim::OptimizerKind* kind = optim::find_optimizer_kind(o.optimizer); kind && !was_given("lr"))
+    o.lr = kind->default_lr;
   if (was_given("init_from") && !was_given("config")) o.config.clear();  // the file's model
   return o;
 }

@@ -22,13 +22,13 @@ struct TrainOptions {
   std::string device = "cpu";
   int64_t steps = 600;         // total optimizer steps
   int64_t batch = 0;           // sequences per step; 0: the preset's batch
-  double lr = 1e-3;            // peak learning rate
+  double lr = 1e-3;            // peak learning rate (a fresh run's default is the optimizer's, optim/registry.h)
   double min_lr = -1;          // floor of the cosine decay; -1: lr / 10 (nanoGPT)
   int64_t warmup = 100;        // linear warm-up steps (nanoGPT shakespeare-char)
   double weight_decay = 0.1;   // decoupled, on 2-D parameters only
   double grad_clip = 1.0;      // max global gradient norm; 0 disables
-  std::string optimizer = "adamw";  // adamw | adam | sgd | prodigy | muon (Muon + AdamW, train/muon_groups.h)
-  double adam_lr = 1e-2;       // muon: peak learning rate of its AdamW groups (embeddings, head, gains, biases)
+  std::string optimizer = "adamw";  // a name of optim/registry.h (muon: Muon + AdamW, train/muon_groups.h)
+  double adam_lr = 1e-2;       // peak learning rate of the AdamW groups beside muon (embeddings, head, gains, biases)
   double beta1 = 0.9;
   double beta2 = 0.99;         // nanoGPT's choice for small character models (few tokens per step)
   uint64_t seed = 1337;
@@ -84,8 +84,8 @@ TrainOptions train_options_from_json(const nlohmann::json& j);
 void validate(const TrainOptions& o);
 // A fresh run's options as the user gave them (`given`: the JSON keys they set), with the defaults
 // that follow from other options filled in: the optimizer's own learning rate when none was given
-// (prodigy 1.0, its distance estimate being the step; muon 0.02), and no config with init_from alone
-// (the model is the file's). `lathe train` and `lathe.train` (python/) both start a run here.
+// (optim/registry.h: prodigy's 1, a multiplier of its own step size; muon's 0.02), and no config
+// with init_from alone (the model is the file's). `lathe train` and `lathe.train` (python/) both start a run here.
 TrainOptions fresh_run_options(TrainOptions o, const std::vector<std::string>& given);
 
 // --freeze's pattern, compiled; an invalid one is an error naming the flag.

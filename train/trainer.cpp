@@ -24,7 +24,7 @@
 #include "train/metrics_log.h"
 #include "train/muon_groups.h"
 #include "train/nanogpt_groups.h"
-#include "train/optimizer_registry.h"
+#include "optim/registry.h"
 #include "train/run_checkpoints.h"
 #include "train/run_directory.h"
 #include "train/system_info.h"
@@ -50,14 +50,14 @@ std::unique_ptr<optim::Optimizer> make_run_optimizer(const TrainOptions& o, cons
   const nlohmann::json betas = {o.beta1, o.beta2};
   // The fused path runs one multi-tensor kernel per group: fewer launches on a GPU.
   const bool cuda = device.type == DeviceType::cuda;
-  if (o.optimizer == "muon")
+  const optim::OptimizerKind& kind = optim::optimizer_kind(o.optimizer, "--optimizer");
+  if (kind.adamw_beside)
     return make_muon_adamw(model, {{"lr", o.lr}, {"weight_decay", o.weight_decay}},
                            {{"lr", o.adam_lr}, {"betas", betas}, {"weight_decay", o.weight_decay}}, o.fused || cuda);
-  nlohmann::json defaults = {{"lr", o.lr}, {"betas", betas}};
-  if (o.optimizer == "sgd") defaults = {{"lr", o.lr}, {"momentum", o.beta1}};
-  const OptimizerKind* kind = find_optimizer_kind(o.optimizer);
-  const bool fused = o.fused || (cuda && kind != nullptr && kind->has_fused);
-  auto opt = make_optimizer(o.optimizer, defaults, fused);
+  // SGD's momentum is beta1 (it has no second moment).
+  const nlohmann::json defaults = kind.betas ? nlohmann::json{{"lr", o.lr}, {"betas", betas}}
+                                             : nlohmann::json{{"lr", o.lr}, {"momentum", o.beta1}};
+  auto opt = optim::make_optimizer(o.optimizer, defaults, o.fused || (cuda && kind.has_fused));
   add_nanogpt_param_groups(*opt, model, {{"weight_decay", o.weight_decay}});
   return opt;
 }
@@ -413,7 +413,8 @@ std::string Trainer::divergence_advice() const {
   const TrainOptions& o = options_;
   // Decoupled weight decay multiplies each matrix by 1 - lr x wd a step: at 1 or more it zeroes or
   // flips them, whatever the learning rate does otherwise.
-  const double decay = std::max(o.lr, o.optimizer == "muon" ? o.adam_lr : 0.0) * o.weight_decay;
+  const double decay =
+      std::max(o.lr, optim::optimizer_kind(o.optimizer, "--optimizer").adamw_beside ? o.adam_lr : 0.0) * o.weight_decay;
   if (decay >= 1)
     return detail::cat("--weight-decay ", o.weight_decay, " at this lr scales the weights by 1 - lr x wd = ", 1 - decay,
                        " a step, which zeroes or flips them: lower --weight-decay (0.1 is usual)");
@@ -558,10 +559,10 @@ TrainSummary Trainer::run(std::FILE* log, const StepHook& on_step) {
       state_.optimizer->fused() ? " (fused)" : "", o.lr, o.effective_min_lr(), (long long)std::min(o.warmup, o.steps - 1),
       o.weight_decay, o.grad_clip, openmp_max_threads(), openmp_max_threads() == 1 ? "" : "s",
       threads_->governs() ? " (the default: as many as other processes leave cores free)" : "");
-  if (o.optimizer == "muon")
-    say("muon: Muon on the blocks' matrices at that lr; AdamW on the embeddings, head, gains and biases at lr %g -> %g "
+  if (optim::optimizer_kind(o.optimizer, "--optimizer").adamw_beside)
+    say("%s: on the blocks' matrices at that lr; AdamW on the embeddings, head, gains and biases at lr %g -> %g "
         "(--adam-lr)\n",
-        o.adam_lr, o.min_lr_for(o.adam_lr));
+        o.optimizer.c_str(), o.adam_lr, o.min_lr_for(o.adam_lr));
   if (o.precision != "f32") {
     char scaling[96] = "";
     if (state_.scaler)

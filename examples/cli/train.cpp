@@ -9,6 +9,7 @@
 #include <optional>
 #include <system_error>
 
+#include "optim/registry.h"
 #include "train/dist/agreement.h"
 #include "train/dist/communicator.h"
 #include "train/trainer.h"
@@ -121,12 +122,13 @@ void check_explicit_values(const CLI::App& cmd, const train::TrainOptions& o) {
     throw UsageError("--min-lr must be >= 0 (leave it out for lr / 10), got " + cmd.get_option("--min-lr")->as<std::string>());
   if (given("--out") && o.out.empty()) throw UsageError("--out must name a directory, got an empty string");
   // A resume compares it with the run's own (Trainer::resume), whatever --optimizer says here.
-  if (given("--adam-lr") && o.optimizer != "muon" && o.resume.empty())
-    throw UsageError("--adam-lr is the lr of muon's AdamW groups; --optimizer " + o.optimizer +
+  const optim::OptimizerKind* kind = optim::find_optimizer_kind(o.optimizer);  // an unknown one: validate's error
+  if (given("--adam-lr") && kind && !kind->adamw_beside && o.resume.empty())
+    throw UsageError("--adam-lr is the lr of the AdamW groups beside muon; --optimizer " + o.optimizer +
                      " has one lr for all (--lr)");
   // SGD has no second moment: a --beta2 given to it would be ignored, and the run's options would
   // still record it as if it had been used.
-  if (given("--beta2") && o.optimizer == "sgd" && o.resume.empty())
+  if (given("--beta2") && kind && !kind->betas && !kind->adamw_beside && o.resume.empty())
     throw UsageError("--beta2 is the second-moment decay of adam, adamw, prodigy and muon's AdamW groups; "
                      "--optimizer sgd has none (its momentum is --beta1)");
   if (given("--init-from") && o.init_from.empty())

@@ -44,6 +44,9 @@ def test_an_optimizer_by_name_trains_and_shows_its_typed_state():
     model = lathe.GPT("tiny", seed=3)
     opt = lathe.optim.make("adamw", model.parameters(), lr=1e-2, weight_decay=0.1)
     assert "adamw" in lathe.optim.names() and opt.kind == "adamw"
+    kinds = {k["name"]: k for k in lathe.optim.kinds()}
+    assert list(kinds) == lathe.optim.names() and kinds["adamw"]["has_fused"] and not kinds["prodigy"]["shardable"]
+    assert kinds["muon"]["default_lr"] == 0.02 and kinds["muon"]["adamw_beside"] and not kinds["sgd"]["betas"]
     x, y = batch(3)
     first = None
     for _ in range(5):
