@@ -112,7 +112,7 @@ TEST_CASE("determinism: accumulating backwards are thread-count invariant") {
 
 TEST_CASE("determinism: a training run's weights do not depend on the thread count") {
   // train and bench choose the thread count from the machine's load as they run
-  // (train/thread_governor.h); that is safe because every kernel gives the same bits at any count.
+  // (core/thread_governor.h); that is safe because every kernel gives the same bits at any count.
   const lathe::testing::TempDir dir("determinism_threads");
   std::ofstream(dir.path / "model.json")
       << R"({"vocab_size": 256, "block_size": 64, "n_layer": 2, "n_head": 2, "n_embd": 64, "batch": 8})";

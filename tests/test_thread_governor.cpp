@@ -1,4 +1,4 @@
-// The default thread count follows the cores other processes leave free (train/thread_governor.h):
+// The default thread count follows the cores other processes leave free (core/thread_governor.h):
 // the arithmetic on two readings, the readings themselves, and what the governor leaves alone.
 #include <doctest/doctest.h>
 
@@ -13,9 +13,9 @@
 #include <thread>
 #include <vector>
 
-#include "train/thread_governor.h"
+#include "core/thread_governor.h"
 
-using namespace lathe::train;
+using namespace lathe;
 
 TEST_CASE("thread governor: free cores are the cores minus what other processes used") {
   CpuTimes a{.busy = 1000, .total = 4000, .self = 300, .cores = 2};

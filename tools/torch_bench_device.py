@@ -18,7 +18,7 @@ Variants (one line each, or one JSON object a line with --json; --variant all ru
 One step: forward, backward and AdamW (lr 3e-4, weight decay 0.1) on random tokens, timed over
 STEPS (10) steps after --warmup (3) steps, synchronised before the clock is read. The peak device
 memory is torch.cuda.max_memory_allocated over the timed steps (lathe bench reports its caching
-allocator's peak the same way). FLOPs per token are lathe's (train/flops.h): 6 N (N without the
+allocator's peak the same way). FLOPs per token are lathe's (nn/flops.h): 6 N (N without the
 position embeddings) + 12 L C T; MFU is against --peak-tflops (default 989.4, an H100 SXM's dense
 BF16 peak, the figure nanoGPT and llm.c report MFU against) for every variant, f32 included.
 The batch defaults to the preset's (gpt2: 4).

@@ -27,7 +27,7 @@
 #include "optim/registry.h"
 #include "train/run_checkpoints.h"
 #include "train/run_directory.h"
-#include "train/system_info.h"
+#include "core/system_info.h"
 #include "train/train_step.h"
 #include "train/weights_file.h"
 

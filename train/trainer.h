@@ -39,7 +39,7 @@
 #include "train/init_weights.h"
 #include "train/model_config.h"
 #include "train/program_state.h"
-#include "train/thread_governor.h"
+#include "core/thread_governor.h"
 #include "train/train_options.h"
 
 namespace lathe::train {

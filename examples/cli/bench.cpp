@@ -14,10 +14,10 @@
 #include "nn/precision.h"
 #include "optim/adam.h"
 #include "optim/grad_scaler.h"
-#include "train/flops.h"
+#include "nn/flops.h"
 #include "train/model_config.h"
-#include "train/system_info.h"
-#include "train/thread_governor.h"
+#include "core/system_info.h"
+#include "core/thread_governor.h"
 #include "train/train_step.h"
 
 namespace lathe::cli {
@@ -76,10 +76,10 @@ void print_profile(int64_t steps, const std::function<void()>& step) {
   const double step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / double(steps);
   profile::set_enabled(false);
   const std::vector<profile::KernelRow> rows = profile::take();
-  const double peak = train::cpu_fma_peak_gflops(), gemm = gemm_rate_gflops();
+  const double peak = cpu_fma_peak_gflops(), gemm = gemm_rate_gflops();
   std::printf("  kernel profile, %lld steps of %.1f ms, %d threads; peak: f32 multiply-adds %.1f GFLOP/s, "
               "f32 GEMM 1024^3 %.1f GFLOP/s (%.0f%% of peak)\n",
-              (long long)steps, step_s * 1e3, train::openmp_max_threads(), peak, gemm, 100.0 * gemm / peak);
+              (long long)steps, step_s * 1e3, openmp_max_threads(), peak, gemm, 100.0 * gemm / peak);
   std::printf("  %-24s %9s %10s %7s %10s %8s %8s\n", "kernel", "calls/step", "ms/step", "share", "GFLOP/s", "of peak",
               "of GEMM");
   double in_kernels = 0;
@@ -132,7 +132,7 @@ void run_bench(const BenchOptions& o) {
   } catch (const Error& e) {
     throw UsageError(e.what());
   }
-  train::ThreadGovernor threads(o.threads);
+  ThreadGovernor threads(o.threads);
   set_allow_tf32(o.tf32);
   if (o.tf32 && device.type != DeviceType::cuda)
     std::fprintf(stderr, "lathe: note: --tf32 is for f32 products on cuda; the %s device ignores it\n",
@@ -173,14 +173,14 @@ void run_bench(const BenchOptions& o) {
   // An untied token embedding is only looked up; its own lm_head multiplies.
   const int64_t matmul_params = model.num_params(/*exclude_position_embeddings=*/true) -
                                 (c.tie_embeddings ? 0 : model.transformer.wte.weight.numel());
-  const double flops = train::training_flops_per_token(matmul_params, c.n_layer, c.n_embd, T) * tokens;
-  const size_t peak_rss = train::peak_rss_bytes();
+  const double flops = nn::training_flops_per_token(matmul_params, c.n_layer, c.n_embd, T) * tokens;
+  const size_t peak_rss = peak_rss_bytes();
   const size_t peak_device = memory_stats(device).peak_allocated;
   const double mfu = flops / seconds / (o.peak_tflops * 1e12);
   if (o.json) {
     nlohmann::json j = {{"config", choice.name},  {"device", device.str()},  {"params", model.num_params()},
                         {"precision", nn::precision_name(precision)}, {"tf32", o.tf32},
-                        {"batch", B},             {"seq_len", T},            {"threads", train::openmp_max_threads()},
+                        {"batch", B},             {"seq_len", T},            {"threads", openmp_max_threads()},
                         {"steps", o.steps},       {"ms_per_step", seconds * 1e3}, {"tok_per_s", tokens / seconds},
                         {"gflop_per_s", flops / seconds / 1e9}, {"mfu", mfu}, {"peak_tflops", o.peak_tflops},
                         {"peak_rss_bytes", peak_rss}, {"peak_device_bytes", peak_device}, {"casts_per_step", casts},
@@ -190,7 +190,7 @@ void run_bench(const BenchOptions& o) {
   }
   std::printf("lathe %s config=%s params=%lld batch=%lld seq=%lld device=%s precision=%s threads=%d\n",
               LATHE_VERSION, choice.name.c_str(), (long long)model.num_params(), (long long)B, (long long)T,
-              device.str().c_str(), nn::precision_name(precision), train::openmp_max_threads());
+              device.str().c_str(), nn::precision_name(precision), openmp_max_threads());
   std::printf("  %.1f ms/step  %.0f tok/s  %.2f GFLOP/s  MFU %.3g%% of %g TFLOP/s  (%lld timed steps after %lld warm-up)\n",
               seconds * 1e3, tokens / seconds, flops / seconds / 1e9, 100.0 * mfu, o.peak_tflops, (long long)o.steps,
               (long long)o.warmup);
@@ -206,7 +206,7 @@ void add_bench_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Time GPT training steps (forward, backward, AdamW) on random tokens");
   cmd->footer(
       "GFLOP/s counts 6 * N * tokens (N: parameters except position embeddings) plus the attention\n"
-      "products 12 * n_layer * n_embd * seq_len per token (train/flops.h); MFU is that rate over\n"
+      "products 12 * n_layer * n_embd * seq_len per token (nn/flops.h); MFU is that rate over\n"
       "--peak-tflops. Peak memory is the process's RSS and the device allocator's peak.\n"
       "Compare with: python3 tools/torch_gpt_reference.py bench CONFIG THREADS");
   auto o = std::make_shared<BenchOptions>();

@@ -4,7 +4,7 @@
 #include "core/device.h"
 #include "examples/cli/commands.h"
 #include "train/dist/communicator.h"
-#include "train/system_info.h"
+#include "core/system_info.h"
 
 namespace lathe::cli {
 
@@ -14,17 +14,17 @@ nlohmann::json info_json() {
   nlohmann::json j;
   j["version"] = LATHE_VERSION;
   j["build_type"] = LATHE_BUILD_TYPE;
-  j["compiler"] = train::compiler_description();
-  j["cpu_features"] = train::compiled_cpu_features();
-  j["openmp_threads"] = train::openmp_max_threads();
-  j["cpus"] = train::cpu_count();
-  j["eigen"] = train::eigen_version();
-  j["cuda_compiled"] = train::cuda_compiled_in();
-  j["cuda_devices"] = train::cuda_device_count();
+  j["compiler"] = compiler_description();
+  j["cpu_features"] = compiled_cpu_features();
+  j["openmp_threads"] = openmp_max_threads();
+  j["cpus"] = cpu_count();
+  j["eigen"] = eigen_version();
+  j["cuda_compiled"] = cuda_compiled_in();
+  j["cuda_devices"] = cuda_device_count();
   j["mpi"] = dist::mpi_available();  // data parallel training across processes (mpirun)
   std::vector<std::string> devices{"cpu"};
   for (int i = 0; i < kSimDeviceCount; ++i) devices.push_back(Device::sim(i).str());
-  for (int i = 0; i < train::cuda_device_count(); ++i) devices.push_back(Device::cuda(i).str());
+  for (int i = 0; i < cuda_device_count(); ++i) devices.push_back(Device::cuda(i).str());
   j["devices"] = devices;
   return j;
 }
@@ -40,14 +40,14 @@ void print_info(bool as_json) {
   std::string devices;
   for (const auto& d : j["devices"]) devices += (devices.empty() ? "" : ", ") + d.get<std::string>();
   std::printf("lathe %s (%s build, %s, C++20)\n", LATHE_VERSION, LATHE_BUILD_TYPE,
-              train::compiler_description().c_str());
+              compiler_description().c_str());
   std::printf("  CPU features used : %s\n", features.empty() ? "(baseline only)" : features.c_str());
-  std::printf("  OpenMP threads    : %d (%d processors online)\n", train::openmp_max_threads(), train::cpu_count());
-  std::printf("  Eigen             : %s\n", train::eigen_version().c_str());
-  if (!train::cuda_compiled_in()) {
+  std::printf("  OpenMP threads    : %d (%d processors online)\n", openmp_max_threads(), cpu_count());
+  std::printf("  Eigen             : %s\n", eigen_version().c_str());
+  if (!cuda_compiled_in()) {
     std::printf("  CUDA              : not compiled in (configure with -DLATHE_CUDA=ON where the toolkit is)\n");
   } else {
-    const int n = train::cuda_device_count();
+    const int n = cuda_device_count();
     std::printf("  CUDA              : compiled in, %d GPU%s present%s\n", n, n == 1 ? "" : "s",
                 n == 0 ? " (cuda devices unavailable)" : "");
   }

@@ -8,7 +8,7 @@
 #include "nn/block.h"
 #include "nn/gpt.h"
 #include "nn/layers.h"
-#include "train/system_info.h"
+#include "core/system_info.h"
 #include "tutorial.h"
 
 using namespace lathe;
@@ -36,7 +36,7 @@ void print_params(const nn::Module& m) {
 
 int main() {
   std::cout << std::boolalpha;
-  train::set_cpu_threads(1);  // one thread: small work, and bitwise reproducible
+  set_cpu_threads(1);  // one thread: small work, and bitwise reproducible
   tutorial::part("linear");
   // [tutorial:linear]
   nn::Linear lin(3, 2);          // weight [out, in] = [2, 3], bias [2], as torch.nn.Linear

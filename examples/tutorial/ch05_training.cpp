@@ -12,7 +12,7 @@
 #include "optim/clip.h"
 #include "optim/schedule.h"
 #include "train/nanogpt_groups.h"
-#include "train/system_info.h"
+#include "core/system_info.h"
 #include "tutorial.h"
 
 using namespace lathe;
@@ -35,7 +35,7 @@ int main() {
 
   tutorial::part("setup");
   // [tutorial:setup]
-  train::set_cpu_threads(1);  // a model this small gains nothing from threads
+  set_cpu_threads(1);  // a model this small gains nothing from threads
   nn::GPTConfig cfg;
   cfg.vocab_size = 256, cfg.block_size = block_size, cfg.n_layer = 2, cfg.n_head = 2, cfg.n_embd = 32;
   nn::GPT model(cfg, /*seed=*/1337);

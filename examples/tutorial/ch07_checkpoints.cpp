@@ -16,7 +16,7 @@
 #include "optim/adam.h"
 #include "serialize/checkpoint.h"
 #include "train/nanogpt_groups.h"
-#include "train/system_info.h"
+#include "core/system_info.h"
 #include "tutorial.h"
 
 using namespace lathe;
@@ -64,7 +64,7 @@ std::vector<double> train_steps(Run& r, const data::TextDataset& data, int n) {
 
 int main() {
   std::cout << std::boolalpha;
-  train::set_cpu_threads(1);  // one thread: small work, and bitwise reproducible
+  set_cpu_threads(1);  // one thread: small work, and bitwise reproducible
   const fs::path dir = fs::temp_directory_path() / ("lathe-tutorial-ch07-" + std::to_string(getpid()));
   fs::create_directories(dir);
   auto hide_dir = [&](std::string s) {  // temporary paths differ from run to run

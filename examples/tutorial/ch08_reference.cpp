@@ -12,7 +12,7 @@
 
 #include "ref/case_registry.h"
 #include "serialize/safetensors.h"
-#include "train/system_info.h"
+#include "core/system_info.h"
 #include "tutorial.h"
 
 using namespace lathe;
@@ -51,7 +51,7 @@ int mismatches(const Tensor& got, const std::vector<double>& want, double atol, 
 
 int main() {
   std::cout << std::boolalpha;
-  train::set_cpu_threads(1);  // one thread: small work, and bitwise reproducible
+  set_cpu_threads(1);  // one thread: small work, and bitwise reproducible
   const fs::path dir = fs::temp_directory_path() / ("lathe-tutorial-ch08-" + std::to_string(getpid()));
   fs::create_directories(dir);
 

@@ -14,10 +14,10 @@
 
 #include <cstdint>
 
-namespace lathe::train {
+namespace lathe::nn {
 
 inline double training_flops_per_token(int64_t matmul_params, int64_t n_layer, int64_t n_embd, int64_t seq_len) {
   return 6.0 * double(matmul_params) + 12.0 * double(n_layer) * double(n_embd) * double(seq_len);
 }
 
-}  // namespace lathe::train
+}  // namespace lathe::nn

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace lathe::train {
+namespace lathe {
 
 // Vector instruction sets the compiler was allowed to use (from its predefined macros), e.g.
 // {"SSE4.2", "AVX", "AVX2", "FMA"}. With -march=native these are the host's.
@@ -26,7 +26,7 @@ bool cuda_compiled_in();
 size_t peak_rss_bytes();
 // Sets the threads used by lathe's CPU kernels (OpenMP, and Eigen's GEMM through it) for a
 // program that picks its own count; n <= 0 leaves the default. (train and bench follow the free
-// cores instead: train/thread_governor.h.) Results do not depend on the count.
+// cores instead: core/thread_governor.h.) Results do not depend on the count.
 void set_cpu_threads(int n);
 
-}  // namespace lathe::train
+}  // namespace lathe

@@ -1,4 +1,4 @@
-#include "train/system_info.h"
+#include "core/system_info.h"
 
 #include <omp.h>
 #include <sys/resource.h>
@@ -13,7 +13,7 @@
 #include "core/backend.h"
 #include "core/error.h"
 
-namespace lathe::train {
+namespace lathe {
 
 std::vector<std::string> compiled_cpu_features() {
   std::vector<std::string> f;
@@ -144,4 +144,4 @@ void set_cpu_threads(int n) {
   if (n > 0) omp_set_num_threads(n);
 }
 
-}  // namespace lathe::train
+}  // namespace lathe

@@ -1,4 +1,4 @@
-#include "train/thread_governor.h"
+#include "core/thread_governor.h"
 
 #include <omp.h>
 #include <sched.h>
@@ -12,7 +12,7 @@
 #include <thread>
 #include <utility>
 
-namespace lathe::train {
+namespace lathe {
 
 namespace {
 
@@ -128,4 +128,4 @@ int ThreadGovernor::update() {
   return threads_;
 }
 
-}  // namespace lathe::train
+}  // namespace lathe

@@ -19,7 +19,7 @@
 #include <functional>
 #include <optional>
 
-namespace lathe::train {
+namespace lathe {
 
 // CPU time in clock ticks: of the cores this process may run on (busy and all), and of itself.
 struct CpuTimes {
@@ -58,4 +58,4 @@ class ThreadGovernor {
   std::chrono::steady_clock::time_point last_time_;
 };
 
-}  // namespace lathe::train
+}  // namespace lathe
