@@ -65,6 +65,33 @@ struct GPTConfig {
   nlohmann::json to_json(bool every_field = false) const;
   static GPTConfig from_json(const nlohmann::json& j);
 
+  // Every field once, in order: f(name, member, gpt2) with gpt2 true for GPT-2's seven (the first
+  // five required, always written) and false for the modern block's switches. Members are int64_t,
+  // bool, double, NormKind or Activation. to_json, from_json and the command's checks of a config
+  // file (train/model_config.cpp) all walk this list; a new field is one line here.
+  template <class Config, class F>
+  static void for_each_field(Config& c, F&& f) {
+    f("vocab_size", c.vocab_size, true);
+    f("block_size", c.block_size, true);
+    f("n_layer", c.n_layer, true);
+    f("n_head", c.n_head, true);
+    f("n_embd", c.n_embd, true);
+    f("bias", c.bias, true);
+    f("dropout", c.dropout, true);
+    f("rope", c.rope, false);
+    f("rope_base", c.rope_base, false);
+    f("norm", c.norm, false);
+    f("norm_weight", c.norm_weight, false);
+    f("activation", c.activation, false);
+    f("qk_norm", c.qk_norm, false);
+    f("tie_embeddings", c.tie_embeddings, false);
+    f("logit_softcap", c.logit_softcap, false);
+  }
+  // A field's JSON type ("integer", "boolean", "number" or "string"), or nullptr for a name that
+  // is no field; and every name, "vocab_size, block_size, ...", for messages.
+  static const char* field_json_type(const std::string& name);
+  static std::string field_names();
+
   int64_t head_size() const { return n_head > 0 ? n_embd / n_head : 0; }
 
   friend bool operator==(const GPTConfig&, const GPTConfig&) = default;

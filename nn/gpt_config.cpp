@@ -1,7 +1,7 @@
 #include <algorithm>
 #include <cmath>
-#include <iterator>
 #include <limits>
+#include <type_traits>
 
 #include "core/json_value.h"
 #include "nn/gpt.h"
@@ -44,12 +44,6 @@ const Preset kPresets[] = {
 
 const GPTConfig kDefaults{};
 
-// Every field from_json reads: GPT-2's seven, then the modern block's switches (which to_json
-// leaves out at their defaults, so the fields must be listed here, not taken from a default's JSON).
-const char* const kFields[] = {"vocab_size", "block_size", "n_layer", "n_head",         "n_embd",
-                               "bias",       "dropout",    "rope",    "rope_base",      "norm",
-                               "norm_weight", "activation", "qk_norm", "tie_embeddings", "logit_softcap"};
-
 bool read_bool(const nlohmann::json& j, const char* field, bool fallback) {
   if (!j.contains(field)) return fallback;
   LATHE_CHECK(j[field].is_boolean(), "GPT config: field \"", field, "\" must be true or false, got ", quote_json(j[field]));
@@ -81,6 +75,32 @@ constexpr Activation kActivations[] = {Activation::gelu_tanh, Activation::square
 int64_t required_int(const nlohmann::json& j, const char* field) {
   LATHE_CHECK(j.contains(field), "GPT config: missing field \"", field, "\"");
   return json_integer(j.at(field), 1, INT64_MAX, std::string("GPT config: field \"") + field + "\"");
+}
+
+// One field from JSON by its member's type (an integer field is a required size).
+void read_field(const nlohmann::json& j, const char* name, int64_t& v) { v = required_int(j, name); }
+void read_field(const nlohmann::json& j, const char* name, bool& v) { v = read_bool(j, name, v); }
+void read_field(const nlohmann::json& j, const char* name, double& v) { v = read_number(j, name, v); }
+void read_field(const nlohmann::json& j, const char* name, NormKind& v) {
+  v = read_choice(j, name, v, norm_kind_name, kNormKinds);
+}
+void read_field(const nlohmann::json& j, const char* name, Activation& v) {
+  v = read_choice(j, name, v, activation_name, kActivations);
+}
+
+// One field as JSON, and its JSON type.
+template <class T>
+nlohmann::json field_json(const T& v) {
+  if constexpr (std::is_same_v<T, NormKind>) return norm_kind_name(v);
+  else if constexpr (std::is_same_v<T, Activation>) return activation_name(v);
+  else return v;
+}
+template <class T>
+const char* json_type_of() {
+  if constexpr (std::is_same_v<T, int64_t>) return "integer";
+  else if constexpr (std::is_same_v<T, bool>) return "boolean";
+  else if constexpr (std::is_same_v<T, double>) return "number";
+  else return "string";  // the enums, by name
 }
 
 // a * b and a + b, or an error naming what overflows 64-bit arithmetic.
@@ -167,46 +187,42 @@ GPTConfig GPTConfig::preset(const std::string& name) {
 }
 
 nlohmann::json GPTConfig::to_json(bool every_field) const {
-  nlohmann::json j = {{"vocab_size", vocab_size}, {"block_size", block_size}, {"n_layer", n_layer},
-                      {"n_head", n_head},         {"n_embd", n_embd},         {"bias", bias},
-                      {"dropout", dropout}};
-  // The switches only where they differ from GPT-2's model, whose config then reads as before.
-  if (every_field || rope != kDefaults.rope) j["rope"] = rope;
-  if (every_field || rope_base != kDefaults.rope_base) j["rope_base"] = rope_base;
-  if (every_field || norm != kDefaults.norm) j["norm"] = norm_kind_name(norm);
-  if (every_field || norm_weight != kDefaults.norm_weight) j["norm_weight"] = norm_weight;
-  if (every_field || activation != kDefaults.activation) j["activation"] = activation_name(activation);
-  if (every_field || qk_norm != kDefaults.qk_norm) j["qk_norm"] = qk_norm;
-  if (every_field || tie_embeddings != kDefaults.tie_embeddings) j["tie_embeddings"] = tie_embeddings;
-  if (every_field || logit_softcap != kDefaults.logit_softcap) j["logit_softcap"] = logit_softcap;
+  nlohmann::json defaults = nlohmann::json::object();
+  for_each_field(kDefaults, [&](const char* name, const auto& v, bool) { defaults[name] = field_json(v); });
+  // GPT-2's seven always; a switch only where it differs from GPT-2's model, whose config then
+  // reads as before.
+  nlohmann::json j = nlohmann::json::object();
+  for_each_field(*this, [&](const char* name, const auto& v, bool gpt2) {
+    nlohmann::json value = field_json(v);
+    if (gpt2 || every_field || value != defaults[name]) j[name] = std::move(value);
+  });
   return j;
+}
+
+const char* GPTConfig::field_json_type(const std::string& name) {
+  const char* type = nullptr;
+  GPTConfig c;
+  for_each_field(c, [&](const char* field, const auto& v, bool) {
+    if (name == field) type = json_type_of<std::decay_t<decltype(v)>>();
+  });
+  return type;
+}
+
+std::string GPTConfig::field_names() {
+  std::string names;
+  GPTConfig c;
+  for_each_field(c, [&](const char* field, const auto&, bool) { names += (names.empty() ? "" : ", ") + std::string(field); });
+  return names;
 }
 
 GPTConfig GPTConfig::from_json(const nlohmann::json& j) {
   LATHE_CHECK(j.is_object(), "GPT config: expected a JSON object, got ", quote_json(j));
   // A misspelt field would otherwise leave its default in place without a word.
-  for (const auto& [key, value] : j.items()) {
-    if (std::find(std::begin(kFields), std::end(kFields), key) != std::end(kFields)) continue;
-    std::string fields;
-    for (const char* k : kFields) fields += (fields.empty() ? "" : ", ") + std::string(k);
-    LATHE_FAIL("GPT config: unknown field ", quote_json(key), " (the fields are ", fields, ")");
-  }
+  for (const auto& [key, value] : j.items())
+    LATHE_CHECK(field_json_type(key) != nullptr, "GPT config: unknown field ", quote_json(key), " (the fields are ",
+                field_names(), ")");
   GPTConfig c;
-  c.vocab_size = required_int(j, "vocab_size");
-  c.block_size = required_int(j, "block_size");
-  c.n_layer = required_int(j, "n_layer");
-  c.n_head = required_int(j, "n_head");
-  c.n_embd = required_int(j, "n_embd");
-  c.bias = read_bool(j, "bias", c.bias);
-  c.dropout = read_number(j, "dropout", c.dropout);
-  c.rope = read_bool(j, "rope", c.rope);
-  c.rope_base = read_number(j, "rope_base", c.rope_base);
-  c.norm = read_choice(j, "norm", c.norm, norm_kind_name, kNormKinds);
-  c.norm_weight = read_bool(j, "norm_weight", c.norm_weight);
-  c.activation = read_choice(j, "activation", c.activation, activation_name, kActivations);
-  c.qk_norm = read_bool(j, "qk_norm", c.qk_norm);
-  c.tie_embeddings = read_bool(j, "tie_embeddings", c.tie_embeddings);
-  c.logit_softcap = read_number(j, "logit_softcap", c.logit_softcap);
+  for_each_field(c, [&](const char* name, auto& v, bool) { read_field(j, name, v); });
   c.validate();
   return c;
 }

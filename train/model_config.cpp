@@ -34,42 +34,21 @@ std::string preset_list() {
   return all;
 }
 
-// The keys a config file may hold: GPTConfig's fields and the benchmark batch, by JSON type.
-const char* const kIntegerFields[] = {"vocab_size", "block_size", "n_layer", "n_head", "n_embd", "batch"};
-const char* const kBoolFields[] = {"bias", "rope", "norm_weight", "qk_norm", "tie_embeddings"};
-const char* const kNumberFields[] = {"dropout", "rope_base", "logit_softcap"};
-const char* const kStringFields[] = {"norm", "activation"};
-
-template <size_t N>
-bool one_of(const std::string& key, const char* const (&fields)[N]) {
-  for (const char* f : fields)
-    if (key == f) return true;
-  return false;
-}
-
 // Every key known and every value of the right JSON type, checked here so that a bad value is
-// quoted shortened (nn's own messages print it whole).
+// quoted shortened (nn's own messages print it whole). The keys are GPTConfig's fields
+// (GPTConfig::for_each_field) and the benchmark's batch.
 void check_config_fields(const nlohmann::json& j, const std::string& path) {
   LATHE_CHECK(j.is_object(), "--config ", path, ": expected a JSON object, got ", serialize::quote_json(j));
   for (const auto& [key, value] : j.items()) {
     const std::string field = serialize::quote_json(key);
-    if (one_of(key, kIntegerFields)) {
-      LATHE_CHECK(value.is_number(), "--config ", path, ": field ", field, " must be an integer, got ",
-                  serialize::quote_json(value));
-    } else if (one_of(key, kBoolFields)) {
-      LATHE_CHECK(value.is_boolean(), "--config ", path, ": field ", field, " must be true or false, got ",
-                  serialize::quote_json(value));
-    } else if (one_of(key, kNumberFields)) {
-      LATHE_CHECK(value.is_number(), "--config ", path, ": field ", field, " must be a number, got ",
-                  serialize::quote_json(value));
-    } else if (one_of(key, kStringFields)) {
-      LATHE_CHECK(value.is_string(), "--config ", path, ": field ", field, " must be a string, got ",
-                  serialize::quote_json(value));
-    } else {
-      LATHE_FAIL("--config ", path, ": unknown field ", field,
-                 " (known: vocab_size, block_size, n_layer, n_head, n_embd, bias, dropout, rope, rope_base, norm, "
-                 "norm_weight, activation, qk_norm, tie_embeddings, logit_softcap, batch)");
-    }
+    const char* type = key == "batch" ? "integer" : nn::GPTConfig::field_json_type(key);
+    LATHE_CHECK(type != nullptr, "--config ", path, ": unknown field ", field, " (known: ",
+                nn::GPTConfig::field_names(), ", batch)");
+    const std::string t = type;
+    const bool fits = t == "boolean" ? value.is_boolean() : t == "string" ? value.is_string() : value.is_number();
+    const char* must = t == "integer" ? "an integer" : t == "boolean" ? "true or false" : t == "number" ? "a number"
+                                                                                                       : "a string";
+    LATHE_CHECK(fits, "--config ", path, ": field ", field, " must be ", must, ", got ", serialize::quote_json(value));
   }
 }
 
