@@ -16,7 +16,7 @@ launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER="$cxx" "${launcher[@]}" \
-  -DLATHE_FUZZ=ON -DLATHE_TESTS=OFF -DLATHE_CUDA=OFF -DLATHE_NATIVE=OFF >/dev/null
+  -DLATHE_FUZZ=ON -DLATHE_TESTS=OFF -DLATHE_CUDA=OFF -DLATHE_NATIVE=OFF -DLATHE_PYTHON=OFF >/dev/null
 cmake --build "$build" --target fuzz_safetensors -j "${LATHE_JOBS:-$(nproc)}"
 
 work=$(mktemp -d)
