@@ -263,8 +263,9 @@ Tensor from_dlpack(const py::object& source) {
   py::object capsule = source;
   if (py::hasattr(source, "__dlpack__")) {
     const py::tuple where = source.attr("__dlpack_device__")();
-    // A CUDA producer is asked for memory the legacy default stream may read; lathe then
-    // synchronises before its first kernel reads it (below).
+    // A CUDA producer is asked (stream 1, the legacy default stream) to have its writes ordered
+    // before that stream's work. lathe's own stream is non-blocking and does not wait for it: the
+    // caller synchronises the producer first (docs/python.md). Not yet run on a GPU.
     capsule = where[0].cast<int>() == kDLCUDA ? source.attr("__dlpack__")(py::arg("stream") = 1)
                                               : source.attr("__dlpack__")();
   }
