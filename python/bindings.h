@@ -29,6 +29,11 @@ DType dtype_arg(const py::handle& h);
 // Named tensors (a model's parameters, a file's tensors) as a dict in their order; the tensors are
 // handles, not copies.
 py::dict tensors_dict(const std::vector<std::pair<std::string, Tensor>>& named);
+// And back: {name: tensor} from Python, in its order; a value that is no lathe.Tensor is an error
+// naming `what` (the call: "save", "got") and the key.
+std::vector<std::pair<std::string, Tensor>> tensors_from_dict(const py::dict& tensors, const std::string& what);
+// A dtype given as a DType, its name, or None for `if_none`.
+DType dtype_arg(const py::handle& h, DType if_none);
 
 void bind_core_types(py::module_& m);    // core_types.cpp: DType, Device, memory statistics
 void bind_core_tensor(py::module_& m);   // core_tensor.cpp: Tensor, creation, views, autograd

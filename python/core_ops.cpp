@@ -29,6 +29,16 @@ std::vector<int64_t> dims_arg(const py::object& dim) {
 Tensor scalar_like(double v, const Tensor& like) { return Tensor::scalar(v, like.dtype(), like.device()); }
 
 using TensorOrNumber = std::variant<Tensor, double>;
+using TensorTensorOp = Tensor (*)(const Tensor&, const Tensor&);
+using TensorNumberOp = Tensor (*)(const Tensor&, double);
+
+// x op y for y a tensor or a number: a number through the op's own scalar form where core/ops.h has
+// one (`tn`), else as a 0-d tensor of x's dtype and device. The functions and the operators alike.
+Tensor apply_binary(TensorTensorOp tt, TensorNumberOp tn, const Tensor& x, const TensorOrNumber& y) {
+  if (const Tensor* other = std::get_if<Tensor>(&y)) return tt(x, *other);
+  const double v = std::get<double>(y);
+  return tn ? tn(x, v) : tt(x, scalar_like(v, x));
+}
 
 }  // namespace
 
@@ -48,10 +58,9 @@ void bind_core_ops(py::module_& m) {
   auto a = [](const char* n) { return py::arg(n); };
 
   // ---- elementwise: binary with a tensor or a number, then unary ----
-  auto binary = [&](const char* name, Tensor (*tt)(const Tensor&, const Tensor&), Tensor (*tn)(const Tensor&, double)) {
-    op(name, tt, a("input"), a("other"));
-    if (tn) op(name, tn, a("input"), a("other"));
-    else op(name, [tt](const Tensor& x, double v) { return tt(x, scalar_like(v, x)); }, a("input"), a("other"));
+  auto binary = [&](const char* name, TensorTensorOp tt, TensorNumberOp tn) {
+    op(name, [tt, tn](const Tensor& x, const TensorOrNumber& y) { return apply_binary(tt, tn, x, y); }, a("input"),
+       a("other"));
   };
   binary("add", add, add);
   binary("sub", sub, sub);
@@ -121,41 +130,24 @@ void bind_core_ops(py::module_& m) {
   op("index_select", index_select, a("input"), a("dim"), a("index"));
   op("gather", gather, a("input"), a("dim"), a("index"));
 
-  // ---- operators (a number on the left: its tensor has the right operand's dtype and device) ----
-  t.def("__add__", [](const Tensor& x, const TensorOrNumber& y) {
-       return std::visit([&](const auto& v) { return add(x, v); }, y);
-     }, ReleaseGil())
-      .def("__radd__", [](const Tensor& x, double v) { return add(x, v); }, ReleaseGil())
-      .def("__sub__", [](const Tensor& x, const TensorOrNumber& y) {
-        return std::visit([&](const auto& v) { return sub(x, v); }, y);
-      }, ReleaseGil())
-      .def("__rsub__", [](const Tensor& x, double v) { return sub(scalar_like(v, x), x); }, ReleaseGil())
-      .def("__mul__", [](const Tensor& x, const TensorOrNumber& y) {
-        return std::visit([&](const auto& v) { return mul(x, v); }, y);
-      }, ReleaseGil())
-      .def("__rmul__", [](const Tensor& x, double v) { return mul(x, v); }, ReleaseGil())
-      .def("__truediv__", [](const Tensor& x, const TensorOrNumber& y) {
-        return std::visit([&](const auto& v) { return div(x, v); }, y);
-      }, ReleaseGil())
-      .def("__rtruediv__", [](const Tensor& x, double v) { return div(scalar_like(v, x), x); }, ReleaseGil())
-      .def("__pow__", [](const Tensor& x, const TensorOrNumber& y) {
-        return std::visit([&](const auto& v) { return pow(x, v); }, y);
-      }, ReleaseGil())
-      .def("__rpow__", [](const Tensor& x, double v) { return pow(scalar_like(v, x), x); }, ReleaseGil())
-      .def("__matmul__", matmul, ReleaseGil())
-      .def("__neg__", neg, ReleaseGil())
-      .def("__abs__", abs, ReleaseGil());
-  auto comparison = [&](const char* dunder, Tensor (*fn)(const Tensor&, const Tensor&)) {
-    t.def(dunder, [fn](const Tensor& x, const TensorOrNumber& y) {
-      return fn(x, std::holds_alternative<Tensor>(y) ? std::get<Tensor>(y) : scalar_like(std::get<double>(y), x));
-    }, ReleaseGil());
+  // ---- operators: x op y as the functions; y op x for a number y, which commutes or becomes a tensor
+  // of x's dtype and device ----
+  auto arithmetic = [&](const char* dunder, const char* reflected, TensorTensorOp tt, TensorNumberOp tn, bool commutes) {
+    t.def(dunder, [tt, tn](const Tensor& x, const TensorOrNumber& y) { return apply_binary(tt, tn, x, y); },
+          ReleaseGil());
+    t.def(reflected, [tt, tn, commutes](const Tensor& x, double v) { return commutes ? tn(x, v) : tt(scalar_like(v, x), x); },
+          ReleaseGil());
   };
-  comparison("__eq__", eq);
-  comparison("__ne__", ne);
-  comparison("__lt__", lt);
-  comparison("__le__", le);
-  comparison("__gt__", gt);
-  comparison("__ge__", ge);
+  arithmetic("__add__", "__radd__", add, add, true);
+  arithmetic("__sub__", "__rsub__", sub, sub, false);
+  arithmetic("__mul__", "__rmul__", mul, mul, true);
+  arithmetic("__truediv__", "__rtruediv__", div, div, false);
+  arithmetic("__pow__", "__rpow__", pow, pow, false);
+  t.def("__matmul__", matmul, ReleaseGil()).def("__neg__", neg, ReleaseGil()).def("__abs__", abs, ReleaseGil());
+  for (auto [dunder, fn] : std::initializer_list<std::pair<const char*, TensorTensorOp>>{
+           {"__eq__", eq}, {"__ne__", ne}, {"__lt__", lt}, {"__le__", le}, {"__gt__", gt}, {"__ge__", ge}})
+    t.def(dunder, [fn](const Tensor& x, const TensorOrNumber& y) { return apply_binary(fn, nullptr, x, y); },
+          ReleaseGil());
   // == compares elements, so Python would make tensors unhashable; they hash by identity, as torch's.
   t.def("__hash__", [](const Tensor& x) { return py::hash(py::int_(reinterpret_cast<uintptr_t>(x.id()))); });
 }

@@ -71,7 +71,7 @@ size_t span_bytes(const Shape& shape, const Strides& strides, DType t) {
   return size_t(last + 1) * dtype_size(t);
 }
 
-bool x_is_c_contiguous(const py::buffer_info& info) {
+bool c_contiguous(const py::buffer_info& info) {
   py::ssize_t expected = info.itemsize;
   for (py::ssize_t d = info.ndim; d-- > 0;) {
     if (info.shape[size_t(d)] != 1 && info.strides[size_t(d)] != expected) return false;
@@ -118,7 +118,7 @@ int get_buffer(PyObject* obj, Py_buffer* view, int flags) {
     view->ndim = int(info->ndim);
     view->shape = info->shape.data();
     view->strides = info->strides.data();
-  } else if (!x_is_c_contiguous(*info)) {
+  } else if (!c_contiguous(*info)) {
     delete info;
     view->obj = nullptr;
     PyErr_SetString(PyExc_BufferError, "lathe.Tensor: a strided tensor's buffer needs a consumer that reads strides");

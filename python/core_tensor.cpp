@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include <optional>
+#include <tuple>
 
 #include "core/autograd.h"
 #include "core/ops.h"
@@ -34,6 +35,16 @@ py::dict tensors_dict(const std::vector<std::pair<std::string, Tensor>>& named) 
   py::dict d;
   for (const auto& [name, t] : named) d[py::str(name)] = t;
   return d;
+}
+
+std::vector<std::pair<std::string, Tensor>> tensors_from_dict(const py::dict& tensors, const std::string& what) {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const auto& [k, v] : tensors) {
+    LATHE_CHECK(py::isinstance<Tensor>(v), what, ": \"", k.cast<std::string>(), "\" is a ",
+                py::str(py::type::of(v)).cast<std::string>(), ", not a lathe.Tensor");
+    out.emplace_back(k.cast<std::string>(), v.cast<Tensor>());
+  }
+  return out;
 }
 
 void bind_core_tensor(py::module_& m) {
@@ -75,7 +86,7 @@ void bind_core_tensor(py::module_& m) {
     m.def(
         name,
         [make](const py::args& dims, const py::object& dtype, const py::object& device, bool requires_grad) {
-          Tensor x = make(shape_of(dims), dtype.is_none() ? DType::f32 : dtype_arg(dtype), device_arg(device));
+          Tensor x = make(shape_of(dims), dtype_arg(dtype, DType::f32), device_arg(device));
           if (requires_grad) x.requires_grad_();
           return x;
         },
@@ -87,44 +98,39 @@ void bind_core_tensor(py::module_& m) {
   m.def(
       "full",
       [](const py::object& shape, double value, const py::object& dtype, const py::object& device) {
-        return Tensor::full(shape_arg(shape), value, dtype.is_none() ? DType::f32 : dtype_arg(dtype), device_arg(device));
+        return Tensor::full(shape_arg(shape), value, dtype_arg(dtype, DType::f32), device_arg(device));
       },
       py::arg("shape"), py::arg("fill_value"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = "cpu");
   m.def(
       "arange",
       [](int64_t start, std::optional<int64_t> end, int64_t step, const py::object& dtype, const py::object& device) {
         if (!end) end = start, start = 0;
-        return Tensor::arange(start, *end, step, dtype.is_none() ? DType::i64 : dtype_arg(dtype), device_arg(device));
+        return Tensor::arange(start, *end, step, dtype_arg(dtype, DType::i64), device_arg(device));
       },
       py::arg("start"), py::arg("end") = py::none(), py::arg("step") = 1, py::kw_only(), py::arg("dtype") = py::none(),
       py::arg("device") = "cpu", "Integers start, start + step, ... below end (i64 unless dtype says otherwise)");
-  m.def(
-      "rand",
-      [](const py::object& shape, uint64_t seed, uint64_t offset, const py::object& dtype, const py::object& device) {
-        return Tensor::rand(shape_arg(shape), seed, offset, dtype.is_none() ? DType::f32 : dtype_arg(dtype),
-                            device_arg(device));
-      },
-      py::arg("shape"), py::kw_only(), py::arg("seed"), py::arg("offset") = 0, py::arg("dtype") = py::none(),
-      py::arg("device") = "cpu", "Uniform in [0, 1) from Philox: (seed, offset) is the whole state, on every device");
-  m.def(
-      "randn",
-      [](const py::object& shape, uint64_t seed, uint64_t offset, const py::object& dtype, const py::object& device) {
-        return Tensor::randn(shape_arg(shape), seed, offset, dtype.is_none() ? DType::f32 : dtype_arg(dtype),
-                             device_arg(device));
-      },
-      py::arg("shape"), py::kw_only(), py::arg("seed"), py::arg("offset") = 0, py::arg("dtype") = py::none(),
-      py::arg("device") = "cpu", "Standard normal from Philox: (seed, offset) is the whole state, on every device");
+  // Philox under (seed, offset), the whole state: the same numbers on every device.
+  using RandomFn = Tensor (*)(const Shape&, uint64_t, uint64_t, DType, Device);
+  for (auto [name, make, doc] : {std::tuple<const char*, RandomFn, const char*>{"rand", &Tensor::rand, "Uniform in [0, 1)"},
+                                 {"randn", &Tensor::randn, "Standard normal"}})
+    m.def(
+        name,
+        [make](const py::object& shape, uint64_t seed, uint64_t offset, const py::object& dtype, const py::object& device) {
+          return make(shape_arg(shape), seed, offset, dtype_arg(dtype, DType::f32), device_arg(device));
+        },
+        py::arg("shape"), py::kw_only(), py::arg("seed"), py::arg("offset") = 0, py::arg("dtype") = py::none(),
+        py::arg("device") = "cpu", doc);
   m.def(
       "randint",
       [](int64_t low, int64_t high, const py::object& shape, uint64_t seed, uint64_t offset, const py::object& dtype,
          const py::object& device) {
-        return Tensor::randint(low, high, shape_arg(shape), seed, offset, dtype.is_none() ? DType::i64 : dtype_arg(dtype),
+        return Tensor::randint(low, high, shape_arg(shape), seed, offset, dtype_arg(dtype, DType::i64),
                                device_arg(device));
       },
       py::arg("low"), py::arg("high"), py::arg("shape"), py::kw_only(), py::arg("seed"), py::arg("offset") = 0,
       py::arg("dtype") = py::none(), py::arg("device") = "cpu");
   m.def("scalar_tensor", [](double v, const py::object& dtype, const py::object& device) {
-        return Tensor::scalar(v, dtype.is_none() ? DType::f32 : dtype_arg(dtype), device_arg(device));
+        return Tensor::scalar(v, dtype_arg(dtype, DType::f32), device_arg(device));
       }, py::arg("value"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = "cpu");
 
   // ---- views: share memory; each is an autograd op ----

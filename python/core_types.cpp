@@ -23,6 +23,8 @@ DType dtype_arg(const py::handle& h) {
                        std::string(py::str(py::type::of(h))));
 }
 
+DType dtype_arg(const py::handle& h, DType if_none) { return h.is_none() ? if_none : dtype_arg(h); }
+
 void bind_core_types(py::module_& m) {
   py::enum_<DType> dtype(m, "DType", "Element types: f32, f64, bf16, f16, i32, i64, bool (core/dtype.h's b8)");
   for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32, DType::i64, DType::b8})

@@ -18,6 +18,16 @@ nn::GPTConfig config_arg(const py::object& c) {
 }
 
 
+// model(idx, targets) and model.forward(idx, targets): (logits, the loss or None).
+py::tuple forward(const nn::GPT& g, const Tensor& idx, const std::optional<Tensor>& targets) {
+  nn::GPTOutput out;
+  {
+    py::gil_scoped_release nogil;
+    out = g.forward(idx, targets.value_or(Tensor()));
+  }
+  return py::make_tuple(out.logits, out.loss.defined() ? py::cast(out.loss) : py::none());
+}
+
 }  // namespace
 
 void bind_nn_gpt(py::module_& m) {
@@ -63,22 +73,9 @@ void bind_nn_gpt(py::module_& m) {
       .def_property("precision", [](const nn::GPT& g) { return std::string(nn::precision_name(g.precision())); },
                     [](nn::GPT& g, const std::string& p) { g.set_precision(nn::parse_precision(p)); },
                     "f32, bf16 or fp16: the dtype products and activations run in (the weights stay f32)")
-      .def("forward", [](const nn::GPT& g, const Tensor& idx, const std::optional<Tensor>& targets) {
-        nn::GPTOutput out;
-        {
-          py::gil_scoped_release nogil;
-          out = g.forward(idx, targets.value_or(Tensor()));
-        }
-        return py::make_tuple(out.logits, out.loss.defined() ? py::cast(out.loss) : py::none());
-      }, py::arg("idx"), py::arg("targets") = py::none(), "(logits [B, T, vocab], the mean loss or None)")
-      .def("__call__", [](const nn::GPT& g, const Tensor& idx, const std::optional<Tensor>& targets) {
-        nn::GPTOutput out;
-        {
-          py::gil_scoped_release nogil;
-          out = g.forward(idx, targets.value_or(Tensor()));
-        }
-        return py::make_tuple(out.logits, out.loss.defined() ? py::cast(out.loss) : py::none());
-      }, py::arg("idx"), py::arg("targets") = py::none())
+      .def("forward", forward, py::arg("idx"), py::arg("targets") = py::none(),
+           "(logits [B, T, vocab], the mean loss or None)")
+      .def("__call__", forward, py::arg("idx"), py::arg("targets") = py::none())
       .def("loss", &nn::GPT::loss, ReleaseGil(), py::arg("idx"), py::arg("targets"))
       .def("generate",
            [](nn::GPT& g, const Tensor& idx, int64_t max_new_tokens, double temperature, int64_t top_k, double top_p,

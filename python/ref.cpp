@@ -25,11 +25,7 @@ serialize::SafetensorsFile tensors_file(const py::object& source, const char* wh
   }
   serialize::SafetensorsFile f;
   f.path = what;
-  for (const auto& [k, v] : source.cast<py::dict>()) {
-    LATHE_CHECK(py::isinstance<Tensor>(v), what, ": \"", k.cast<std::string>(), "\" is a ",
-                py::str(py::type::of(v)).cast<std::string>(), ", not a lathe.Tensor");
-    f.tensors.emplace_back(k.cast<std::string>(), v.cast<Tensor>().to(Device::cpu()));
-  }
+  for (auto& [name, t] : tensors_from_dict(source.cast<py::dict>(), what)) f.tensors.emplace_back(name, t.to(Device::cpu()));
   return f;
 }
 

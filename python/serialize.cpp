@@ -16,22 +16,11 @@ namespace lathe::python {
 
 namespace {
 
-serialize::NamedTensors named_tensors(const py::dict& tensors) {
-  serialize::NamedTensors out;
-  for (const auto& [k, v] : tensors) {
-    LATHE_CHECK(py::isinstance<Tensor>(v), "save: \"", k.cast<std::string>(), "\" is a ",
-                py::str(py::type::of(v)).cast<std::string>(), ", not a lathe.Tensor");
-    out.emplace_back(k.cast<std::string>(), v.cast<Tensor>());
-  }
-  return out;
-}
-
-
 }  // namespace
 
 void bind_serialize(py::module_& m) {
   m.def("save", [](const std::string& path, const py::dict& tensors, const serialize::Metadata& metadata) {
-        serialize::NamedTensors named = named_tensors(tensors);
+        serialize::NamedTensors named = tensors_from_dict(tensors, "save");
         py::gil_scoped_release nogil;
         serialize::save_weights(path, named, metadata);
       }, py::arg("path"), py::arg("tensors"), py::arg("metadata") = serialize::Metadata{},
