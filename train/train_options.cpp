@@ -49,8 +49,13 @@ void validate(const TrainOptions& o) {
   LATHE_CHECK(o.sample_tokens >= 0, "--sample-tokens must be >= 0, got ", o.sample_tokens);
   LATHE_CHECK(o.zero == 0 || o.zero == 1, "--zero must be 0 (every process keeps the whole optimizer state) or 1 "
               "(the state is sharded over the processes), got ", o.zero);
-  LATHE_CHECK(o.zero == 0 || kind.shardable, "--zero 1: ", o.optimizer, "'s update reads the state of every parameter "
-              "at once, so its state cannot be sharded; use another optimizer, or --zero 0");
+  if (o.zero != 0 && !kind.shardable) {
+    std::string shardable;
+    for (const optim::OptimizerKind& k : optim::optimizer_kinds())
+      if (k.shardable) shardable += (shardable.empty() ? "" : ", ") + std::string(k.name);
+    LATHE_FAIL("--zero 1: ", o.optimizer, "'s update reads the state of every parameter at once, so its state cannot "
+               "be sharded; use one of ", shardable, ", or --zero 0");
+  }
   if (!o.freeze.empty()) freeze_pattern(o.freeze);
   LATHE_CHECK(o.grad_slices >= 0, "--grad-slices must be >= 0 (0: one slice per process), got ", o.grad_slices);
   LATHE_CHECK(std::isfinite(o.dist_timeout) && o.dist_timeout > 0,
