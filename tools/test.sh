@@ -18,22 +18,22 @@ start=$SECONDS
 # Each stage says when it starts, counted from the start, so that a slow run shows where it went.
 stage() { echo "== $1 (at $((SECONDS - start)) s)"; }
 
-# Both builds here are unity builds (CMake's CMAKE_UNITY_BUILD): each target's files compile in
-# batches of eight, so the standard library, Eigen and JSON headers that nearly every file includes
-# are parsed, and their inline code compiled, once per batch instead of once per file: half a
-# library's compile time or less, and 556 s instead of 784 s for the whole release build in a stock
-# Debian root (docs/benchmarks.md, "CI"), on every clean CI clone. The default build, which
-# tools/main.sh and a developer's edits use, compiles each file alone, and so do the fuzzer's build
-# here (core, nn, optim, serialize) and the test suites (tests/CMakeLists.txt). A name that two files
-# of one target both keep to themselves (an anonymous namespace's) could collide in a batch, or worse,
-# overload each other; tools/check_unity_names.py (a ctest test) keeps such names distinct.
-unity=-DCMAKE_UNITY_BUILD=ON
+# Both builds here are unity builds (CMake's CMAKE_UNITY_BUILD) with one batch per library
+# (CMAKE_UNITY_BUILD_BATCH_SIZE=0): each library's files compile as one, so the standard library,
+# Eigen and JSON headers that nearly every file includes are parsed, and their inline code compiled,
+# once per library instead of once per file: 171 s instead of 470 s for the libraries and program
+# that tools/main.sh builds the same way (docs/benchmarks.md), on every clean CI clone. A developer's
+# default build compiles each file alone, and so do the fuzzer's build here (core, nn, optim,
+# serialize) and the test suites (tests/CMakeLists.txt). A name that two files of one target both
+# keep to themselves (an anonymous namespace's) could collide in a batch, or worse, overload each
+# other; tools/check_unity_names.py (a ctest test) keeps such names distinct.
+unity=(-DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=0)
 
 # A collision would only show as a compile error deep in a batch; say it by name first.
 python3 tools/check_unity_names.py
 
 stage "release build"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "$unity" >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${unity[@]}" >/dev/null
 cmake --build build -j "$jobs"
 stage "release tests"
 (cd build && ctest --output-on-failure -j "$jobs")
@@ -56,7 +56,7 @@ if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then asan_flags="-
 # among them (an index past a fixed-size array, globals included); heap and stack keep their
 # redzones; the fuzzer's clang build keeps redzones around the reader's globals.
 asan_flags="$asan_flags --param=asan-globals=0"
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DLATHE_CUDA=OFF -DLATHE_NATIVE=OFF "$unity" \
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DLATHE_CUDA=OFF -DLATHE_NATIVE=OFF "${unity[@]}" \
   -DLATHE_SANITIZE=address,undefined -DCMAKE_CXX_FLAGS="$asan_flags" -DCMAKE_CXX_FLAGS_DEBUG=-g1 >/dev/null
 cmake --build build-asan -j "$jobs" --target lathe_tests
 stage "sanitizer tests"
