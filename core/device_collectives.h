@@ -2,7 +2,7 @@
 // run (docs/design.md, "Data parallelism"). core holds only the interface and a registry: the CUDA
 // backend registers NCCL's implementation (cuda/nccl/) when lathe is built with NCCL, so nothing
 // above cuda/ includes a CUDA or NCCL header. Host tensors travel over MPI instead
-// (train/dist/communicator.h); this is for the device.
+// (train/distributed/communicator.h); this is for the device.
 //
 // Operations are queued on the device's stream, in the order they are called, like kernels: a
 // gradient reduced here is ready for the optimizer's kernels that follow it on that stream.

@@ -2,9 +2,10 @@
 //
 // run_backward (core/autograd.h) visits tensors in reverse topological order, so when it reaches a
 // leaf every contribution to that leaf's gradient has been summed: its `.grad` is final for this
-// pass. Data parallel training (train/dist/data_parallel.h) starts reducing a bucket of gradients
-// across processes as soon as the bucket's leaves are final, while the backward pass goes on with
-// the rest of the graph. The hook is per thread and scoped, so nothing outside its scope pays for it.
+// pass. Data parallel training (train/distributed/data_parallel.h) starts reducing a bucket of
+// gradients across processes as soon as the bucket's leaves are final, while the backward pass goes
+// on with the rest of the graph. The hook is per thread and scoped, so nothing outside its scope
+// pays for it.
 #pragma once
 
 #include <functional>

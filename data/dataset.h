@@ -56,7 +56,7 @@ class Dataset {
   virtual const char* kind() const = 0;
   virtual const char* unit() const = 0;
   // One line that differs where the data differ, for the processes of a data parallel run to
-  // compare (train/dist/agreement.h). A byte corpus is read whole for it.
+  // compare (train/distributed/agreement.h). A byte corpus is read whole for it.
   virtual std::string fingerprint() const = 0;
 };
 

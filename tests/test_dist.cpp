@@ -25,9 +25,9 @@
 #include "serialize/checksum.h"
 #include "tests/temp_dir.h"
 #include "tests/test_helpers.h"
-#include "train/dist/agreement.h"
-#include "train/dist/communicator.h"
-#include "train/dist/data_parallel.h"
+#include "train/distributed/agreement.h"
+#include "train/distributed/communicator.h"
+#include "train/distributed/data_parallel.h"
 #include "train/run_checkpoints.h"
 #include "train/trainer.h"
 

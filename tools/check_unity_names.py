@@ -12,7 +12,7 @@ one file can quietly pick the other file's function. The default build, one file
 never show it. So within a target every such name is unique; this check lists each repeated one.
 
 A target here is a folder whose .cpp files form one library or program: core/ (with cpu/ and ops/),
-nn/, optim/, serialize/, data/, train/ (with dist/), ref/, cuda/'s C++ files (nvcc's .cu files are
+nn/, optim/, serialize/, data/, train/ (with distributed/), ref/, cuda/'s C++ files (nvcc's .cu files are
 not batched), examples/cli/, python/ (the module). The test suites compile one by one (tests/CMakeLists.txt) and are not
 checked. The parse relies on lathe's layout (clang-format): an anonymous namespace opens with a line
 `namespace {` and closes with `}  // namespace`, and a definition starts in the first column.

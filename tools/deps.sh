@@ -9,7 +9,7 @@ set -euo pipefail
 # clang builds the fuzzer (tests/fuzz): libclang-rt-14-dev holds libFuzzer and the sanitizers'
 # runtimes, libomp-dev clang's OpenMP runtime (lathe's CMake requires OpenMP; g++ has its own).
 # Open MPI (openmpi-bin: mpirun; libopenmpi-dev: the C API) runs data parallel training across
-# processes, `mpirun -np N lathe train` (train/dist/); without it lathe trains in one process.
+# processes, `mpirun -np N lathe train` (train/distributed/); without it lathe trains in one process.
 # The Python module (python/, `import lathe`): python3-dev, pybind11-dev and pybind11-json-dev to build
 # it, libdlpack-dev for DLPack's header, python3-numpy and python3-pytest for its tests.
 # xz-utils packs the GPU machine's binaries (tools/gpu_pack.sh) and unpacks them (tools/gpu_check.sh,

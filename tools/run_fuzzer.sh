@@ -13,10 +13,12 @@ seconds="${1:-60}"
 build="${LATHE_FUZZ_BUILD_DIR:-build-fuzz}"
 cxx="${LATHE_FUZZ_CXX:-$(command -v clang++-14 || command -v clang++)}"
 launcher=()
+# One unity batch per library, as tools/test.sh's builds: the libraries compile as four files.
+unity=(-DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=0)
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER="$cxx" "${launcher[@]}" \
-  -DLATHE_FUZZ=ON -DLATHE_TESTS=OFF -DLATHE_CUDA=OFF -DLATHE_NATIVE=OFF -DLATHE_PYTHON=OFF >/dev/null
+  -DLATHE_FUZZ=ON -DLATHE_TESTS=OFF -DLATHE_CUDA=OFF -DLATHE_NATIVE=OFF -DLATHE_PYTHON=OFF "${unity[@]}" >/dev/null
 cmake --build "$build" --target fuzz_safetensors -j "${LATHE_JOBS:-$(nproc)}"
 
 work=$(mktemp -d)

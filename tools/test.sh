@@ -22,9 +22,9 @@ stage() { echo "== $1 (at $((SECONDS - start)) s)"; }
 # (CMAKE_UNITY_BUILD_BATCH_SIZE=0): each library's files compile as one, so the standard library,
 # Eigen and JSON headers that nearly every file includes are parsed, and their inline code compiled,
 # once per library instead of once per file: 171 s instead of 470 s for the libraries and program
-# that tools/main.sh builds the same way (docs/benchmarks.md), on every clean CI clone. A developer's
-# default build compiles each file alone, and so do the fuzzer's build here (core, nn, optim,
-# serialize) and the test suites (tests/CMakeLists.txt). A name that two files of one target both
+# that tools/main.sh builds the same way (docs/benchmarks.md), on every clean CI clone. The fuzzer's build
+# does the same (tools/run_fuzzer.sh); a developer's default build compiles each file alone, and the
+# test suites always do (tests/CMakeLists.txt). A name that two files of one target both
 # keep to themselves (an anonymous namespace's) could collide in a batch, or worse, overload each
 # other; tools/check_unity_names.py (a ctest test) keeps such names distinct.
 unity=(-DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=0)

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "train/dist/communicator.h"
+#include "train/distributed/communicator.h"
 
 namespace lathe::train {
 
@@ -67,7 +67,7 @@ struct TrainOptions {
   // --grad-slices 2 reproduces `mpirun -np 2` bitwise.
   int64_t grad_slices = 0;
   // Seconds a collective waits for the other processes before the job ends, naming the process
-  // that did not arrive (train/dist/communicator.h). A resume may change it.
+  // that did not arrive (train/distributed/communicator.h). A resume may change it.
   double dist_timeout = dist::kDefaultTimeoutSeconds;
 
   double effective_min_lr() const { return min_lr_for(lr); }

@@ -37,8 +37,8 @@ struct StepOutcome {
   double grad_norm_value() const { return grad_norm.defined() ? grad_norm.item() : 0.0; }
 };
 
-// What a data parallel run adds to a step (train/dist/data_parallel.h), at the three points where
-// it must happen; a single process has none.
+// What a data parallel run adds to a step (train/distributed/data_parallel.h), at the three points
+// where it must happen; a single process has none.
 class StepSync {
  public:
   virtual ~StepSync() = default;
@@ -66,8 +66,8 @@ std::unique_ptr<optim::ParamCopies> connect_weight_copies(nn::GPT& model, optim:
 // `slices`: the batch's rows are cut into this many equal slices, each run forward and backward on
 // its own, their gradients summed in slice order (autograd's accumulation) and the loss reported
 // as the mean of the slices' losses; the sync scales the summed gradients (see
-// train/dist/data_parallel.h). It is how one process reproduces the reduction order of a data
-// parallel run bitwise (docs/design.md, "Data parallelism").
+// train/distributed/data_parallel.h). It is how one process reproduces the reduction order of a
+// data parallel run bitwise (docs/design.md, "Data parallelism").
 StepOutcome train_step(nn::GPT& model, optim::Optimizer& opt, const Tensor& x, const Tensor& y, double grad_clip,
                        std::optional<double> lr = std::nullopt, optim::GradScaler* scaler = nullptr,
                        StepSync* sync = nullptr, int64_t slices = 1);

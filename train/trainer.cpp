@@ -18,7 +18,7 @@
 #include "nn/sampling.h"
 #include "serialize/atomic_file.h"
 #include "serialize/directory_lock.h"
-#include "train/dist/agreement.h"
+#include "train/distributed/agreement.h"
 #include "train/evaluation.h"
 #include "train/loss_plot.h"
 #include "train/metrics_log.h"

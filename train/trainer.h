@@ -9,10 +9,11 @@
 // One step: draw a batch, then train_step (train/train_step.h): forward, backward, clip the global
 // gradient norm, set the scheduled LR, optimizer step, zero the gradients. --precision bf16|fp16
 // runs the model's products in 16 bits (nn/precision.h) with f32 master weights; fp16 adds the
-// dynamic loss scaler, whose skipped steps and scale go to metrics.jsonl and the progress line. Every eval_interval steps (and at the end) the mean
-// validation loss over eval_iters batches is measured without gradients in eval mode; its batches
-// come from a generator re-seeded for every evaluation, so evaluations compare the same windows
-// and the training batches do not depend on how often one evaluates.
+// dynamic loss scaler, whose skipped steps and scale go to metrics.jsonl and the progress line.
+// Every eval_interval steps (and at the end) the mean validation loss over eval_iters batches is
+// measured without gradients in eval mode; its batches come from a generator re-seeded for every
+// evaluation, so evaluations compare the same windows and the training batches do not depend on how
+// often one evaluates.
 #pragma once
 
 #include <cstdint>
@@ -34,8 +35,8 @@
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "serialize/checkpoint.h"
-#include "train/dist/communicator.h"
-#include "train/dist/data_parallel.h"
+#include "train/distributed/communicator.h"
+#include "train/distributed/data_parallel.h"
 #include "train/init_weights.h"
 #include "train/model_config.h"
 #include "train/program_state.h"
@@ -93,9 +94,9 @@ class Trainer {
   // from that file (train/init_weights.h). Throws lathe::Error naming what is wrong
   // (InitSettingsError for a --config that contradicts the --init-from file).
   //
-  // `comm`: the processes of a data parallel run (train/dist/); null: this process alone. Each
-  // rank builds the same model and optimizer; --batch stays the global batch, whose windows are
-  // drawn as in one process and of which rank r trains slice r. Only rank 0 writes files and
+  // `comm`: the processes of a data parallel run (train/distributed/); null: this process alone.
+  // Each rank builds the same model and optimizer; --batch stays the global batch, whose windows
+  // are drawn as in one process and of which rank r trains slice r. Only rank 0 writes files and
   // prints. The communicator must outlive the trainer.
   explicit Trainer(TrainOptions options, dist::Communicator* comm = nullptr);
 
@@ -104,11 +105,11 @@ class Trainer {
   // checkpoint's options with the run-management flags of `given` that the user set (`given_keys`:
   // JSON keys of TrainOptions) applied on top -- steps, eval_interval, eval_iters, ckpt_interval,
   // keep_last, threads, device, out (default: the checkpoint's directory), sample_tokens, data,
-  // zero, grad_slices, dist_timeout --
-  // and restores the whole state onto the device. Any other key given with a value other than the
-  // checkpoint's is a ResumeSettingsError naming it (a resumed run is the same run); a damaged or
-  // unfitting checkpoint is a lathe::Error naming the file.
-  // Every rank of a data parallel run reads the one checkpoint, whatever the world size that wrote it.
+  // zero, grad_slices, dist_timeout -- and restores the whole state onto the device. Any other key
+  // given with a value other than the checkpoint's is a ResumeSettingsError naming it (a resumed
+  // run is the same run); a damaged or unfitting checkpoint is a lathe::Error naming the file.
+  // Every rank of a data parallel run reads the one checkpoint, whatever the world size that wrote
+  // it.
   static Trainer resume(const std::string& dir_or_file, const TrainOptions& given,
                         const std::vector<std::string>& given_keys, dist::Communicator* comm = nullptr);
 

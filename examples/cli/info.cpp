@@ -3,7 +3,7 @@
 
 #include "core/device.h"
 #include "examples/cli/commands.h"
-#include "train/dist/communicator.h"
+#include "train/distributed/communicator.h"
 #include "core/system_info.h"
 
 namespace lathe::cli {

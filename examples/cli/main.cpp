@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "core/format.h"
 #include "examples/cli/commands.h"
-#include "train/dist/agreement.h"
+#include "train/distributed/agreement.h"
 
 namespace {
 

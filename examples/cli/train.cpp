@@ -10,8 +10,8 @@
 #include <system_error>
 
 #include "optim/registry.h"
-#include "train/dist/agreement.h"
-#include "train/dist/communicator.h"
+#include "train/distributed/agreement.h"
+#include "train/distributed/communicator.h"
 #include "train/trainer.h"
 
 namespace lathe::cli {
@@ -26,11 +26,11 @@ int exit_code_of(const std::exception& e) {
              : 1;
 }
 
-// Under `mpirun -np N` every process runs this with its own communicator (train/dist/). Starting
-// is agreed: when any rank cannot build its trainer, or the ranks were given different options or
-// data, every rank stops with one error that rank 0 prints. During the run an error that every
-// rank meets alike (a diverged loss) is printed once too; an error of one rank alone (a write that
-// failed) names the rank and ends the whole run, so that no rank waits forever for it.
+// Under `mpirun -np N` every process runs this with its own communicator (train/distributed/).
+// Starting is agreed: when any rank cannot build its trainer, or the ranks were given different
+// options or data, every rank stops with one error that rank 0 prints. During the run an error that
+// every rank meets alike (a diverged loss) is printed once too; an error of one rank alone (a write
+// that failed) names the rank and ends the whole run, so that no rank waits forever for it.
 void train_on_every_rank(const std::function<train::Trainer(dist::Communicator*)>& make) {
   const std::unique_ptr<dist::Communicator> comm = dist::make_communicator();
   std::optional<train::Trainer> trainer;
@@ -85,7 +85,8 @@ std::vector<std::string> given_keys(const CLI::App& cmd) {
 }
 
 // --resume: the checkpoint's run, with the run-management flags the user gave on top
-// (train::Trainer::resume), at any world size. Flags that contradict the checkpoint are usage errors.
+// (train::Trainer::resume), at any world size. Flags that contradict the checkpoint are usage
+// errors.
 void run_resume(const train::TrainOptions& given, const std::vector<std::string>& given_keys) {
   train_on_every_rank([&](dist::Communicator* comm) {
     try {

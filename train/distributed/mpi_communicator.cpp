@@ -1,4 +1,4 @@
-#include "train/dist/mpi_communicator.h"
+#include "train/distributed/mpi_communicator.h"
 
 #ifdef LATHE_HAVE_MPI
 

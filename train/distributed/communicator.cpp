@@ -1,11 +1,11 @@
-#include "train/dist/communicator.h"
+#include "train/distributed/communicator.h"
 
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
-#include "train/dist/mpi_communicator.h"
+#include "train/distributed/mpi_communicator.h"
 
 namespace lathe::dist {
 

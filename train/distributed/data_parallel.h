@@ -38,7 +38,7 @@
 #include "core/device_collectives.h"
 #include "core/grad_ready_hook.h"
 #include "optim/optimizer.h"
-#include "train/dist/communicator.h"
+#include "train/distributed/communicator.h"
 #include "train/train_step.h"
 
 namespace lathe::dist {

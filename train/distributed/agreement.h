@@ -9,7 +9,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "train/dist/communicator.h"
+#include "train/distributed/communicator.h"
 
 namespace lathe::dist {
 

@@ -1,4 +1,4 @@
-#include "train/dist/agreement.h"
+#include "train/distributed/agreement.h"
 
 #include <algorithm>
 #include <vector>

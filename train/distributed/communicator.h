@@ -1,12 +1,13 @@
 // The processes of one data parallel run, and the collectives they use (docs/design.md, "Data
 // parallelism"). lathe has no transport of its own: between processes the implementation is MPI
-// (train/dist/mpi_communicator.h, compiled when CMake finds MPI), and a process started alone has
-// a communicator of size one whose collectives are no-ops, so the same training code runs at every
-// world size.
+// (train/distributed/mpi_communicator.h, compiled when CMake finds MPI), and a process started
+// alone has a communicator of size one whose collectives are no-ops, so the same training code runs
+// at every world size.
 //
 // Every collective must be called by every rank, in the same order; a rank that cannot go on
-// throws, and the caller either agrees on the error with the others first (train/dist/agreement.h)
-// or aborts the whole run (abort()), so that no rank waits forever on one that left.
+// throws, and the caller either agrees on the error with the others first
+// (train/distributed/agreement.h) or aborts the whole run (abort()), so that no rank waits forever
+// on one that left.
 //
 // A rank that does not leave but stops answering (stopped with SIGSTOP, hung in a driver, lost in
 // a loop) would still hold every other rank in its next collective forever. So a collective waits
@@ -50,7 +51,8 @@ class Communicator {
   // In place: every rank ends with the element-wise sum over ranks, the same bits on every rank.
   virtual void all_reduce_sum(float* data, size_t n) = 0;
   virtual void all_reduce_sum(double* data, size_t n) = 0;
-  // The same, started now and finished by the handle's wait(); `data` must stay untouched until then.
+  // The same, started now and finished by the handle's wait(); `data` must stay untouched until
+  // then.
   virtual std::unique_ptr<PendingCollective> start_all_reduce_sum(float* data, size_t n) = 0;
   // `bytes` bytes from `root` to every rank.
   virtual void broadcast(void* data, size_t bytes, int root) = 0;

@@ -1,4 +1,4 @@
-#include "train/dist/data_parallel.h"
+#include "train/distributed/data_parallel.h"
 
 #include <chrono>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "core/ops.h"
 #include "serialize/checksum.h"
-#include "train/dist/agreement.h"
+#include "train/distributed/agreement.h"
 
 namespace lathe::dist {
 

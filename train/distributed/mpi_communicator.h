@@ -33,7 +33,7 @@
 
 #include <memory>
 
-#include "train/dist/communicator.h"
+#include "train/distributed/communicator.h"
 
 namespace lathe::dist {
 
