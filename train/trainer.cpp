@@ -20,13 +20,12 @@
 #include "serialize/directory_lock.h"
 #include "train/distributed/agreement.h"
 #include "train/evaluation.h"
-#include "train/loss_plot.h"
-#include "train/metrics_log.h"
 #include "train/muon_groups.h"
 #include "train/nanogpt_groups.h"
 #include "optim/registry.h"
 #include "train/run_checkpoints.h"
 #include "train/run_directory.h"
+#include "train/run_report.h"
 #include "core/system_info.h"
 #include "train/train_step.h"
 #include "train/weights_file.h"
@@ -60,31 +59,6 @@ std::unique_ptr<optim::Optimizer> make_run_optimizer(const TrainOptions& o, cons
   auto opt = optim::make_optimizer(o.optimizer, defaults, o.fused || (cuda && kind.has_fused));
   add_nanogpt_param_groups(*opt, model, {{"weight_decay", o.weight_decay}});
   return opt;
-}
-
-std::string format_rate(double tok_per_s) {
-  char buf[32];
-  if (tok_per_s >= 1e6) std::snprintf(buf, sizeof buf, "%.2fM", tok_per_s / 1e6);
-  else if (tok_per_s >= 1e4) std::snprintf(buf, sizeof buf, "%.1fk", tok_per_s / 1e3);
-  else std::snprintf(buf, sizeof buf, "%.0f", tok_per_s);
-  return buf;
-}
-
-// A resumed run's metrics.jsonl: the lines up to the checkpoint's step are kept (they are the
-// uninterrupted run's), later ones (written after the checkpoint by the run that stopped) go, so
-// the file ends up equal to the uninterrupted run's (train/metrics_log.h). The loss curves are
-// rebuilt from the kept lines.
-// Returns how many of the kept steps an fp16 run skipped.
-int64_t restore_metrics(const std::string& path, int64_t step, LossCurves& curves) {
-  int64_t skipped = 0;
-  for (const nlohmann::json& rec : cut_metrics_log(path, step)) {
-    if (rec.value("skipped", false) == true) ++skipped;
-    const int64_t s = rec["step"].get<int64_t>();
-    const std::string where = path + ": step " + std::to_string(s);
-    if (rec.contains("loss")) curves.train.emplace_back(s, metric_value(rec, "loss", where));
-    if (rec.contains("val_loss")) curves.val.emplace_back(s, metric_value(rec, "val_loss", where));
-  }
-  return skipped;
 }
 
 bool all_finite(const Tensor& t) { return first_non_finite(t) < 0; }
@@ -500,17 +474,17 @@ double Trainer::bits_per_byte(double val_loss) const {
 TrainSummary Trainer::run(std::FILE* log, const StepHook& on_step) {
   const auto run_start = Clock::now();
   const TrainOptions& o = options_;
+  const nn::GPTConfig& cfg = state_.model_choice.config;
+  const int64_t first_step = state_.step;  // > 0 when resumed
+  const double tokens_per_step = double(batch_) * double(cfg.block_size);
   // Rank 0 alone writes the run directory and prints; the other ranks train beside it.
-  const bool writer = comm_->rank() == 0;
-  auto say = [&](const char* fmt, auto... args) {
-    if (o.quiet || log == nullptr || !writer) return;
-    std::fprintf(log, fmt, args...);
-    std::fflush(log);
-  };
   const std::string dir = std::filesystem::path(o.out).string();
+  RunReport report({.log = log, .quiet = o.quiet, .writer = comm_->rank() == 0, .dir = dir, .steps = o.steps,
+                    .first_step = first_step, .tokens_per_step = tokens_per_step,
+                    .progress_seconds = o.progress_seconds, .grad_clip = o.grad_clip > 0,
+                    .loss_scaling = state_.scaler != nullptr});
+  const bool writer = report.writer();
   std::optional<serialize::DirectoryLock> lock;  // held until run() returns: no second run writes this directory
-  LossCurves curves;
-  int64_t skipped_steps = 0;  // fp16: updates the scaler skipped, over the whole run
   // The directory's checks are rank 0's, and every rank stops with its error (printed once).
   dist::on_every_rank(*comm_, [&] {
     if (!writer) return;
@@ -520,7 +494,7 @@ TrainSummary Trainer::run(std::FILE* log, const StepHook& on_step) {
       LATHE_CHECK(!ec, "--out ", o.out, ": cannot create the directory: ", ec.message());
       lock.emplace(dir, "lathe train", "run directory");
       // The metrics first: a bad line fails the resume before any checkpoint is moved.
-      skipped_steps = restore_metrics(dir + "/metrics.jsonl", state_.step, curves);
+      report.restore_metrics(state_.step);
       const std::string aside = move_aside_superseded(dir, state_.step, resumed_from_);
       if (!aside.empty())
         std::fprintf(stderr, "lathe: moved the checkpoints of %s that a run resumed at step %lld does not continue into %s\n",
@@ -530,64 +504,17 @@ TrainSummary Trainer::run(std::FILE* log, const StepHook& on_step) {
     }
   });
   if (resumed_ && state_.step == o.steps) return finish_complete_run(dir, log);
-  std::optional<MetricsLog> metrics;
-  if (writer) metrics.emplace(dir + "/metrics.jsonl", /*append=*/resumed_);
   const std::filesystem::path data_path = std::filesystem::path(o.data).lexically_normal();
   const std::string data_name =
       (data_path.has_filename() ? data_path : data_path.parent_path()).filename().string();
-  curves.title = "lathe train: " + state_.model_choice.name + " on " + data_name + ", " + std::to_string(o.steps) + " steps of " +
-                 std::to_string(batch_) + " x " + std::to_string(state_.model_choice.config.block_size) + " " + data_->unit();
-
-  const nn::GPTConfig& cfg = state_.model_choice.config;
-  say("%s\n", data_->describe().c_str());
-  say("model %s: %lld layers, %lld heads, %lld embd, block %lld, %.2fM parameters on %s\n",
-      state_.model_choice.name.c_str(), (long long)cfg.n_layer, (long long)cfg.n_head, (long long)cfg.n_embd,
-      (long long)cfg.block_size, double(state_.model->num_params()) / 1e6, device_.str().c_str());
-  if (resumed_) say("resuming at step %lld of %lld\n", (long long)state_.step, (long long)o.steps);
-  if (dp_ && comm_->size() > 1)
-    say("data parallel: %s, global batch %lld (%lld per process), gradients all-reduced in %lld bucket%s%s\n",
-        comm_->describe().c_str(), (long long)batch_, (long long)(batch_ / comm_->size()), (long long)dp_->buckets(),
-        dp_->buckets() == 1 ? "" : "s", dp_->zero() ? "; optimizer state sharded (ZeRO-1)" : "");
-  if (!frozen_.empty()) {
-    std::string names;
-    for (const std::string& n : frozen_) names += (names.empty() ? "" : ", ") + n;
-    say("frozen (--freeze %s): %s\n", o.freeze.c_str(), names.c_str());
-  }
-  say("training %lld steps of %lld x %lld tokens with %s%s (lr %g -> %g, warmup %lld, weight decay %g, clip %g), "
-      "%d thread%s%s\n",
-      (long long)o.steps, (long long)batch_, (long long)cfg.block_size, o.optimizer.c_str(),
-      state_.optimizer->fused() ? " (fused)" : "", o.lr, o.effective_min_lr(), (long long)std::min(o.warmup, o.steps - 1),
-      o.weight_decay, o.grad_clip, openmp_max_threads(), openmp_max_threads() == 1 ? "" : "s",
-      threads_->governs() ? " (the default: as many as other processes leave cores free)" : "");
-  if (optim::optimizer_kind(o.optimizer, "--optimizer").adamw_beside)
-    say("%s: on the blocks' matrices at that lr; AdamW on the embeddings, head, gains and biases at lr %g -> %g "
-        "(--adam-lr)\n",
-        o.optimizer.c_str(), o.adam_lr, o.min_lr_for(o.adam_lr));
-  if (o.precision != "f32") {
-    char scaling[96] = "";
-    if (state_.scaler)
-      std::snprintf(scaling, sizeof scaling, "; dynamic loss scale %g, doubling after %lld good steps",
-                    state_.scaler->get_scale(), (long long)o.scale_growth_interval);
-    const nn::PrecisionPolicy& policy = state_.model->precision_policy();
-    const bool low_logits = policy.dtype(nn::OpClass::loss) != DType::f32;
-    say("precision %s: products, activations%s in %s; f32 master weights, gradients, optimizer state, residual "
-        "stream, LayerNorm statistics and softmax%s%s\n",
-        o.precision.c_str(), low_logits ? ", LayerNorm outputs and logits" : " and LayerNorm outputs",
-        dtype_name(nn::low_dtype(state_.model->precision())), low_logits ? "" : ", logits", scaling);
-  }
-  if (o.tf32 && device_.type == DeviceType::cuda) say("f32 products on TF32 tensor cores (--tf32)\n");
-
-  const double tokens_per_step = double(batch_) * double(cfg.block_size);
-  double train_seconds = 0;  // time in training steps only (evaluations excluded), for the ETA
-  const int64_t first_step = state_.step;  // > 0 when resumed
-  auto last_print = Clock::now();
-  int64_t steps_since_print = 0;
-  double seconds_since_print = 0;
-  TrainSummary summary;
+  report.open("lathe train: " + state_.model_choice.name + " on " + data_name + ", " + std::to_string(o.steps) +
+                  " steps of " + std::to_string(batch_) + " x " + std::to_string(cfg.block_size) + " " + data_->unit(),
+              resumed_);
+  describe_run(report);
 
   // What a step reports once its loss is read: the metrics record, the progress line, and at its
   // intervals the evaluation and the checkpoint.
-  auto report = [&](const StepResult& r) {
+  auto report_step = [&](const StepResult& r) {
     const int64_t step = r.step;
     if (dp_ && step == first_step + 1) {
       // After the first update every rank holds all of its state: each one's share, once.
@@ -598,68 +525,26 @@ TrainSummary Trainer::run(std::FILE* log, const StepHook& on_step) {
         list += (list.empty() ? "" : ", ") + format_bytes(b);
         total += b;
       }
-      say("optimizer state per process: %s (%s)\n", list.c_str(),
-          dp_->zero() ? ("ZeRO-1: sharded, " + format_bytes(total) + " in all").c_str() : "each a full copy");
+      report.say("optimizer state per process: %s (%s)\n", list.c_str(),
+                 dp_->zero() ? ("ZeRO-1: sharded, " + format_bytes(total) + " in all").c_str() : "each a full copy");
     }
-    train_seconds += r.seconds;
-    ++steps_since_print;
-    seconds_since_print += r.seconds;
-    summary.final_train_loss = r.loss;
-
-    nlohmann::json rec = {{"step", step}, {"loss", r.loss}, {"lr", r.lr}, {"tok_per_s", tokens_per_step / r.seconds}};
-    if (o.grad_clip > 0 && !r.skipped) rec["grad_norm"] = r.grad_norm;
-    if (state_.scaler) {
-      rec["scale"] = r.scale;
-      if (r.skipped) {
-        rec["skipped"] = true;
-        ++skipped_steps;
-      }
-    }
-    curves.train.emplace_back(step, r.loss);
-
+    report.step(r);
     const bool last = step == o.steps;
-    if (seconds_since(last_print) >= o.progress_seconds || step == first_step + 1 || last) {
-      const double rate = tokens_per_step * double(steps_since_print) / seconds_since_print;
-      const double eta = double(o.steps - step) * train_seconds / double(step - first_step);
-      // fp16: the scale the last step used and the steps skipped so far.
-      char scaling[64] = "";
-      if (state_.scaler)
-        std::snprintf(scaling, sizeof scaling, " | scale %g | skipped %lld", r.scale, (long long)skipped_steps);
-      say("step %*lld/%lld | loss %.4f | lr %.2e%s | %s tok/s | %.0f ms/step | ETA %s\n",
-          int(std::to_string(o.steps).size()), (long long)step, (long long)o.steps,
-          r.loss, r.lr, scaling, format_rate(rate).c_str(),
-          1e3 * seconds_since_print / double(steps_since_print), format_duration(eta).c_str());
-      last_print = Clock::now();
-      steps_since_print = 0;
-      seconds_since_print = 0;
-    }
-
     if (last || (o.eval_interval > 0 && step % o.eval_interval == 0)) {
       const auto t0 = Clock::now();
       const double val = evaluate(data::Split::val);
-      const double bpb = bits_per_byte(val);
-      rec["val_loss"] = val;
-      rec["val_bpb"] = bpb;
-      curves.val.emplace_back(step, val);
-      summary.final_val_loss = val;
-      summary.final_val_bpb = bpb;
-      say("step %lld: val loss %.4f nats/token, %.4f bits/byte (%lld batches, %.1f s)\n", (long long)step, val, bpb,
-          (long long)o.eval_iters, seconds_since(t0));
+      report.evaluation(step, val, bits_per_byte(val), o.eval_iters, seconds_since(t0));
       if (eval_mc_ && writer) {
         // Scored by rank 0 alone (it writes the metrics); no random number is drawn, so the run's
         // bits are those of a run without it.
         const auto t1 = Clock::now();
         const MultipleChoiceResult mc =
             evaluate_multiple_choice(*state_.model, data_->tokenizer(), *eval_mc_, std::max<int64_t>(batch_, 16));
-        rec["mc_accuracy"] = mc.accuracy;
-        rec["mc_accuracy_norm"] = mc.accuracy_norm;
-        say("step %lld: --eval-mc %zu items: accuracy %.4f, accuracy_norm %.4f (%.1f s)\n", (long long)step,
-            mc.items.size(), mc.accuracy, mc.accuracy_norm, seconds_since(t1));
+        report.multiple_choice(step, mc, seconds_since(t1));
       }
-      if (writer) write_loss_svg(dir + "/loss.svg", curves);
+      report.write_plot();
     }
-    if (dp_) rec["comm_seconds"] = dp_->comm_seconds();
-    if (writer) metrics->write(rec);
+    report.end_step(dp_ ? std::optional<double>(dp_->comm_seconds()) : std::nullopt);
     if (last || (o.ckpt_interval > 0 && step % o.ckpt_interval == 0)) {
       // The new checkpoint is durable before any older one goes; neither it nor the one this run
       // resumed from is ever pruned (train/run_checkpoints.h).
@@ -685,7 +570,7 @@ TrainSummary Trainer::run(std::FILE* log, const StepHook& on_step) {
   auto read_and_report = [&](StepResult& r) {
     read_step(r);
     if (read_behind) r.seconds = seconds_since(last_read);
-    report(r);
+    report_step(r);
     last_read = Clock::now();
   };
   while (state_.step < o.steps) {
@@ -700,29 +585,73 @@ TrainSummary Trainer::run(std::FILE* log, const StepHook& on_step) {
     if (read_behind && !reports_state) pending = std::move(r);
     else read_and_report(r);
   }
-  if (writer) write_loss_svg(dir + "/loss.svg", curves);
+  report.write_plot();
 
-  summary.skipped_steps = skipped_steps;
-  summary.steps = state_.step;
+  TrainSummary summary = report.summary(state_.step);
   summary.seconds = seconds_since(run_start);
   const int64_t steps_run = summary.steps - first_step;
-  say("done: %lld steps in %s (%s tok/s in training steps); val loss %.4f nats/token, %.4f bits/byte\n",
-      (long long)steps_run, format_duration(summary.seconds).c_str(),
-      format_rate(steps_run ? tokens_per_step * double(steps_run) / train_seconds : 0.0).c_str(),
-      summary.final_val_loss, summary.final_val_bpb);
+  const double train_seconds = report.train_seconds();
+  report.say("done: %lld steps in %s (%s tok/s in training steps); val loss %.4f nats/token, %.4f bits/byte\n",
+             (long long)steps_run, format_duration(summary.seconds).c_str(),
+             format_rate(steps_run ? tokens_per_step * double(steps_run) / train_seconds : 0.0).c_str(),
+             summary.final_val_loss, summary.final_val_bpb);
   if (state_.scaler)
-    say("loss scaling: %lld of %lld steps skipped (inf or nan in the gradients); scale now %g\n",
-        (long long)skipped_steps, (long long)summary.steps, state_.scaler->get_scale());
-  say("wrote %s, %s/model.safetensors, %s/metrics.jsonl, %s/loss.svg\n", checkpoint_path(dir, state_.step).c_str(),
-      dir.c_str(), dir.c_str(), dir.c_str());
+    report.say("loss scaling: %lld of %lld steps skipped (inf or nan in the gradients); scale now %g\n",
+               (long long)summary.skipped_steps, (long long)summary.steps, state_.scaler->get_scale());
+  report.say("wrote %s, %s/model.safetensors, %s/metrics.jsonl, %s/loss.svg\n",
+             checkpoint_path(dir, state_.step).c_str(), dir.c_str(), dir.c_str(), dir.c_str());
   if (dp_ && comm_->size() > 1)
-    say("communication: %.1f s of the training steps' %.1f s in collectives (%.1f%%)\n", dp_->comm_seconds(),
-        train_seconds, train_seconds > 0 ? 100.0 * dp_->comm_seconds() / train_seconds : 0.0);
+    report.say("communication: %.1f s of the training steps' %.1f s in collectives (%.1f%%)\n", dp_->comm_seconds(),
+               train_seconds, train_seconds > 0 ? 100.0 * dp_->comm_seconds() / train_seconds : 0.0);
   if (o.sample_tokens > 0 && writer) {
     const std::string text = sample("\n", o.sample_tokens);
-    say("---- sample (%lld tokens, temperature 0.8) ----%s\n", (long long)o.sample_tokens, text.c_str());
+    report.say("---- sample (%lld tokens, temperature 0.8) ----%s\n", (long long)o.sample_tokens, text.c_str());
   }
   return summary;
+}
+
+void Trainer::describe_run(const RunReport& report) const {
+  const TrainOptions& o = options_;
+  const nn::GPTConfig& cfg = state_.model_choice.config;
+  report.say("%s\n", data_->describe().c_str());
+  report.say("model %s: %lld layers, %lld heads, %lld embd, block %lld, %.2fM parameters on %s\n",
+             state_.model_choice.name.c_str(), (long long)cfg.n_layer, (long long)cfg.n_head, (long long)cfg.n_embd,
+             (long long)cfg.block_size, double(state_.model->num_params()) / 1e6, device_.str().c_str());
+  if (resumed_) report.say("resuming at step %lld of %lld\n", (long long)state_.step, (long long)o.steps);
+  if (dp_ && comm_->size() > 1)
+    report.say("data parallel: %s, global batch %lld (%lld per process), gradients all-reduced in %lld bucket%s%s\n",
+               comm_->describe().c_str(), (long long)batch_, (long long)(batch_ / comm_->size()),
+               (long long)dp_->buckets(), dp_->buckets() == 1 ? "" : "s",
+               dp_->zero() ? "; optimizer state sharded (ZeRO-1)" : "");
+  if (!frozen_.empty()) {
+    std::string names;
+    for (const std::string& n : frozen_) names += (names.empty() ? "" : ", ") + n;
+    report.say("frozen (--freeze %s): %s\n", o.freeze.c_str(), names.c_str());
+  }
+  report.say("training %lld steps of %lld x %lld tokens with %s%s (lr %g -> %g, warmup %lld, weight decay %g, "
+             "clip %g), %d thread%s%s\n",
+             (long long)o.steps, (long long)batch_, (long long)cfg.block_size, o.optimizer.c_str(),
+             state_.optimizer->fused() ? " (fused)" : "", o.lr, o.effective_min_lr(),
+             (long long)std::min(o.warmup, o.steps - 1), o.weight_decay, o.grad_clip, openmp_max_threads(),
+             openmp_max_threads() == 1 ? "" : "s",
+             threads_->governs() ? " (the default: as many as other processes leave cores free)" : "");
+  if (optim::optimizer_kind(o.optimizer, "--optimizer").adamw_beside)
+    report.say("%s: on the blocks' matrices at that lr; AdamW on the embeddings, head, gains and biases at lr "
+               "%g -> %g (--adam-lr)\n",
+               o.optimizer.c_str(), o.adam_lr, o.min_lr_for(o.adam_lr));
+  if (o.precision != "f32") {
+    char scaling[96] = "";
+    if (state_.scaler)
+      std::snprintf(scaling, sizeof scaling, "; dynamic loss scale %g, doubling after %lld good steps",
+                    state_.scaler->get_scale(), (long long)o.scale_growth_interval);
+    const nn::PrecisionPolicy& policy = state_.model->precision_policy();
+    const bool low_logits = policy.dtype(nn::OpClass::loss) != DType::f32;
+    report.say("precision %s: products, activations%s in %s; f32 master weights, gradients, optimizer state, "
+               "residual stream, LayerNorm statistics and softmax%s%s\n",
+               o.precision.c_str(), low_logits ? ", LayerNorm outputs and logits" : " and LayerNorm outputs",
+               dtype_name(nn::low_dtype(state_.model->precision())), low_logits ? "" : ", logits", scaling);
+  }
+  if (o.tf32 && device_.type == DeviceType::cuda) report.say("f32 products on TF32 tensor cores (--tf32)\n");
 }
 
 TrainSummary Trainer::finish_complete_run(const std::string& dir, std::FILE* log) {

@@ -40,6 +40,7 @@
 #include "train/init_weights.h"
 #include "train/model_config.h"
 #include "train/program_state.h"
+#include "train/run_report.h"
 #include "core/thread_governor.h"
 #include "train/train_options.h"
 
@@ -55,26 +56,6 @@ struct TrainState {
   std::unique_ptr<optim::GradScaler> scaler;  // fp16 runs only (bf16 and f32 need none)
   Generator data_gen;  // training batches drawn so far: (seed, offset)
   int64_t step = 0;    // optimizer steps completed
-};
-
-struct StepResult {
-  int64_t step = 0;      // the step's number (1 for the first)
-  double loss = 0;       // the loss of the batch, before the update
-  double lr = 0;         // the LR the update used
-  double grad_norm = 0;  // global gradient norm before clipping (0 when clipping is off)
-  double seconds = 0;    // wall time of the step
-  bool skipped = false;  // fp16: inf or nan in the gradients; the update was skipped
-  double scale = 1;      // fp16: the loss scale the step used
-  StepOutcome queued;    // the loss and norm on the device, until Trainer::read_step reads them
-};
-
-struct TrainSummary {
-  int64_t steps = 0;
-  double final_train_loss = 0;  // the last step's loss
-  double final_val_loss = 0;    // the last evaluation, nats per token
-  double final_val_bpb = 0;     // the same in bits per byte of text
-  double seconds = 0;           // wall time of run()
-  int64_t skipped_steps = 0;    // fp16: steps whose update the loss scaler skipped (whole run)
 };
 
 // Derives independent random streams (weights, batches, evaluation, sampling) from one seed, so
@@ -204,6 +185,8 @@ class Trainer {
   bool resumed_ = false;
   std::string resumed_from_;  // the checkpoint file a resumed run continues
 
+  // The run's opening lines: the data, the model, how it is trained.
+  void describe_run(const RunReport& report) const;
   // The end of a run resumed at its final step: nothing to train.
   TrainSummary finish_complete_run(const std::string& dir, std::FILE* log);
 };
