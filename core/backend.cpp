@@ -40,16 +40,6 @@ Backend& backend_for(Device d) {
   return *b;
 }
 
-void Backend::causal_attention(const Tensor& q, const Tensor&, const Tensor&, double, const Tensor&, const Tensor&) {
-  LATHE_FAIL("causal_attention: the ", name(), " backend has no fused attention (", q.desc(),
-             "); the op composes it from matmul and softmax there");
-}
-
-void Backend::causal_attention_backward(const Tensor& q, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                        const Tensor&, double, const Tensor&, const Tensor&, const Tensor&) {
-  LATHE_FAIL("causal_attention_backward: the ", name(), " backend has no fused attention (", q.desc(), ")");
-}
-
 // ---- CpuBackend: memory ----
 CpuBackend::CpuBackend(DeviceType type) : type_(type) {
   int n = type == DeviceType::cpu ? 1 : kSimDeviceCount;
@@ -58,6 +48,8 @@ CpuBackend::CpuBackend(DeviceType type) : type_(type) {
 }
 
 std::string CpuBackend::name() const { return type_ == DeviceType::cpu ? "cpu" : "sim"; }
+
+void CpuBackend::synchronize(int) {}  // the CPU computes as it is called
 Allocator& CpuBackend::allocator(int index) { return *allocators_.at(size_t(index)); }
 int CpuBackend::device_count() const { return int(allocators_.size()); }
 

@@ -24,6 +24,10 @@ namespace {
 
 // ---------------------------------------------------------------- memory
 
+std::string CudaBackend::name() const { return "cuda"; }
+
+int CudaBackend::device_count() const { return gpu_count(); }
+
 Allocator& CudaBackend::allocator(int index) {
   LATHE_CHECK(index >= 0 && index < gpu_count(), "cuda:", index, " does not exist: ", gpu_count(),
               " GPU(s) present", gpu_count() == 0 ? " (no GPU was found)" : "");
