@@ -4,45 +4,18 @@
 //
 // The per-element arithmetic is core/cpu/optim.cpp's, operation for operation, in the same
 // order and compute type (f32, or f64 when parameter or moments are f64); the two backends then
-// differ only where one compiler fuses a multiply-add the other does not. The plain path takes its
-// step scalars computed on the host exactly as the CPU does. The fused path keeps each step counter
-// on the GPU, increments it there and computes the bias corrections there, so the host never reads
-// it.
+// differ only where one compiler fuses a multiply-add the other does not. The step's scalars are
+// core/adam_step.h's: the plain path computes them on the host exactly as the CPU does; the fused
+// path keeps each step counter on the GPU, increments it there and computes the scalars there, so
+// the host never reads it.
 #include <cmath>
 
+#include "core/adam_step.h"
 #include "cuda/device_common.cuh"
 
 namespace lathe::cuda {
 
 namespace {
-
-// One step's scalars, as core/cpu/optim.cpp's adam_scalars.
-struct StepScalars {
-  double beta1, one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay;
-  double decay_factor;   // 1 - lr * wd (AdamW)
-  double neg_step_size;  // -lr / (1 - beta1^step)
-  double bc2_sqrt;       // sqrt(1 - beta2^step)
-  bool decoupled, amsgrad, maximize;
-};
-
-__host__ __device__ inline StepScalars step_scalars(const AdamArgs& a, double step) {
-  StepScalars s{};
-  s.beta1 = a.beta1;
-  s.one_minus_beta1 = 1 - a.beta1;
-  s.beta2 = a.beta2;
-  s.one_minus_beta2 = 1 - a.beta2;
-  s.eps = a.eps;
-  s.weight_decay = a.weight_decay;
-  s.decay_factor = 1 - a.lr * a.weight_decay;
-  const double bc1 = 1 - pow(a.beta1, step);
-  const double bc2 = 1 - pow(a.beta2, step);
-  s.neg_step_size = -(a.lr / bc1);
-  s.bc2_sqrt = sqrt(bc2);
-  s.decoupled = a.decoupled_weight_decay;
-  s.amsgrad = a.amsgrad;
-  s.maximize = a.maximize;
-  return s;
-}
 
 template <class T, class S>
 using adam_compute_t = std::conditional_t<std::is_same_v<T, double> || std::is_same_v<S, double>, double, float>;
@@ -50,7 +23,7 @@ using adam_compute_t = std::conditional_t<std::is_same_v<T, double> || std::is_s
 // Returns the updated parameter as stored.
 template <class T, class S>
 __device__ __forceinline__ T adam_element(T* param, const T* grad, S* m_, S* v_, S* vmax_, int64_t i,
-                                          const StepScalars& s) {
+                                          const AdamStepScalars& s) {
   using C = adam_compute_t<T, S>;
   const C beta1 = C(s.beta1), omb1 = C(s.one_minus_beta1), beta2 = C(s.beta2), omb2 = C(s.one_minus_beta2);
   const C eps = C(s.eps), wd = C(s.weight_decay), decay = C(s.decay_factor);
@@ -82,7 +55,7 @@ __device__ __forceinline__ T adam_element(T* param, const T* grad, S* m_, S* v_,
 
 template <class T, class S>
 __global__ void adam_kernel(T* __restrict__ param, const T* __restrict__ grad, S* __restrict__ exp_avg,
-                            S* __restrict__ exp_avg_sq, S* __restrict__ max_sq, int64_t n, StepScalars s) {
+                            S* __restrict__ exp_avg_sq, S* __restrict__ max_sq, int64_t n, AdamStepScalars s) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
     adam_element(param, grad, exp_avg, exp_avg_sq, max_sq, i, s);
@@ -105,11 +78,11 @@ __global__ void increment_steps_kernel(MultiBatch b) {
 
 template <class T, class S>
 __global__ void adam_multi_kernel(MultiBatch b, AdamArgs a) {
-  __shared__ StepScalars scalars;
+  __shared__ AdamStepScalars scalars;
   int k = 0;
   while (k + 1 < b.count && int64_t(blockIdx.x) >= b.first_block[k + 1]) ++k;
   const AdamTensorPtrs& t = b.t[k];
-  if (threadIdx.x == 0) scalars = step_scalars(a, double(*t.step));
+  if (threadIdx.x == 0) scalars = adam_step_scalars(a, double(*t.step));
   __syncthreads();
   const int64_t begin = (int64_t(blockIdx.x) - b.first_block[k]) * kMultiChunk;
   const int64_t end = begin + kMultiChunk < t.numel ? begin + kMultiChunk : t.numel;
@@ -136,7 +109,7 @@ constexpr bool supported_pair() {
 void launch_adam(DT dtype, DT state_dtype, void* param, const void* grad, void* exp_avg, void* exp_avg_sq,
                  void* max_exp_avg_sq, int64_t n, const AdamArgs& a, cudaStream_t s) {
   if (n == 0) return;
-  const StepScalars sc = step_scalars(a, a.step);
+  const AdamStepScalars sc = adam_step_scalars(a, a.step);
   LATHE_CUDA_DISPATCH_FLOAT(dtype, "adam_update", [&]<class T>() {
     LATHE_CUDA_DISPATCH_FLOAT(state_dtype, "adam_update (state)", [&]<class S>() {
       if constexpr (supported_pair<T, S>())

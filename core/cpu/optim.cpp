@@ -3,15 +3,12 @@
 //
 // Both paths run every element through the same non-inlined chunk function with the same scalars,
 // so the fused path gives the same bits as the plain one. The arithmetic follows PyTorch's
-// single-tensor Adam step for step, each operation rounded to the compute type as PyTorch's
-// in-place tensor ops round:
-//   [AdamW] p = p * (1 - lr*wd)          [Adam, wd != 0] g = g + wd * p
-//   m = m * beta1 + (1 - beta1) * g       v = v * beta2 + (1 - beta2) * g * g
-//   [amsgrad] vmax = max(vmax, v)         denom = sqrt(v or vmax) / sqrt(bc2) + eps
-//   p = p + (-lr / bc1) * m / denom
+// single-tensor Adam step for step (core/adam_step.h, with the step's scalars), each operation
+// rounded to the compute type as PyTorch's in-place tensor ops round.
 #include <cmath>
 #include <type_traits>
 
+#include "core/adam_step.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/cpu/loops.h"
 #include "core/kernel_profile.h"
@@ -19,34 +16,6 @@
 namespace lathe {
 
 namespace {
-
-// Host-computed scalars of one step of one parameter, in double (cast once per chunk).
-struct AdamStepScalars {
-  double beta1, one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay;
-  double decay_factor;    // 1 - lr * wd (AdamW)
-  double neg_step_size;   // -lr / (1 - beta1^step)
-  double bc2_sqrt;        // sqrt(1 - beta2^step)
-  bool decoupled, amsgrad, maximize;
-};
-
-AdamStepScalars adam_scalars(const AdamParams& p, double step) {
-  AdamStepScalars s{};
-  s.beta1 = p.beta1;
-  s.one_minus_beta1 = 1 - p.beta1;
-  s.beta2 = p.beta2;
-  s.one_minus_beta2 = 1 - p.beta2;
-  s.eps = p.eps;
-  s.weight_decay = p.weight_decay;
-  s.decay_factor = 1 - p.lr * p.weight_decay;
-  const double bc1 = 1 - std::pow(p.beta1, step);
-  const double bc2 = 1 - std::pow(p.beta2, step);
-  s.neg_step_size = -(p.lr / bc1);
-  s.bc2_sqrt = std::sqrt(bc2);
-  s.decoupled = p.decoupled_weight_decay;
-  s.amsgrad = p.amsgrad;
-  s.maximize = p.maximize;
-  return s;
-}
 
 struct AdamPointers {
   void* param;
@@ -126,7 +95,7 @@ void CpuBackend::adam_update(const Tensor& param, const Tensor& grad, const Tens
                              const Tensor& max_exp_avg_sq, double step, const AdamParams& p) {
   profile::KernelScope scope("adam_update");
   const AdamPointers ptr = adam_pointers(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, p.amsgrad);
-  const AdamStepScalars s = adam_scalars(p, step);
+  const AdamStepScalars s = adam_step_scalars(p, step);
   cpu::parallel_for(param.numel(), kParallelGrain,
                     [&](int64_t b, int64_t e) { run_adam_chunk(ptr, b, e, s); });
 }
@@ -156,7 +125,7 @@ void CpuBackend::adam_update_multi(const std::vector<Tensor>& params, const std:
     }
     float* step = static_cast<float*>(st.data_ptr());
     *step += 1.0f;
-    scalars.push_back(adam_scalars(p, double(*step)));
+    scalars.push_back(adam_step_scalars(p, double(*step)));
     const int64_t numel = params[i].numel();
     for (int64_t b = 0; b < numel; b += kParallelGrain) chunks.push_back({i, b, std::min(numel, b + kParallelGrain)});
   }
