@@ -145,6 +145,16 @@ inline unsigned grid_for(int64_t n, int threads = kThreads) {
   return unsigned(b);
 }
 
+// Threads for a kernel that gives one block to each row of `len` elements (softmax, the norms,
+// cross-entropy): about 4 elements per thread, a multiple of 32, at most 1024.
+inline int row_threads(int64_t len) {
+  int64_t t = (len + 3) / 4;
+  t = (t + 31) / 32 * 32;
+  if (t < 32) t = 32;
+  if (t > 1024) t = 1024;
+  return int(t);
+}
+
 // ---- warp and block reductions (fixed shapes, so results are reproducible run to run) ----
 template <class V>
 __device__ __forceinline__ V shfl_xor(V v, int lane_mask) {

@@ -12,15 +12,6 @@ namespace lathe::cuda {
 
 namespace {
 
-// Threads for one row of `len`: about 4 elements per thread, a multiple of 32, at most 1024.
-int row_threads(int64_t len) {
-  int64_t t = (len + 3) / 4;
-  t = (t + 31) / 32 * 32;
-  if (t < 32) t = 32;
-  if (t > 1024) t = 1024;
-  return int(t);
-}
-
 template <class T>
 __global__ void softmax_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t len, bool log) {
   using C = compute_t<T>;

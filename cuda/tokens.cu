@@ -284,14 +284,6 @@ __global__ void cross_entropy_fused_kernel(const T* logits, int64_t classes, con
   }
 }
 
-int row_threads(int64_t len) {
-  int64_t t = (len + 3) / 4;
-  t = (t + 31) / 32 * 32;
-  if (t < 32) t = 32;
-  if (t > 1024) t = 1024;
-  return int(t);
-}
-
 template <class T, int V>
 void run_cross_entropy_fused(const void* logits, int64_t rows, int64_t classes, const void* targets, bool t64,
                              int64_t ignore_index, const void* weight, void* losses, void* glogits,

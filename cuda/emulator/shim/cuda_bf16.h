@@ -1,5 +1,6 @@
 // Emulator stand-in for the toolkit's cuda_bf16.h (cuda/emulator/README.md): bf16 with the same
-// round-to-nearest-even, and the conversions kernels use.
+// round-to-nearest-even, and the conversions kernels use (the arithmetic intrinsics, the same
+// for both 16-bit types, are emu_half.h's).
 #pragma once
 
 #include "emu_half.h"
@@ -25,13 +26,3 @@ inline float __high2float(__nv_bfloat162 v) { return float(v.y); }
 inline __nv_bfloat162 __halves2bfloat162(__nv_bfloat16 a, __nv_bfloat16 b) { return {a, b}; }
 inline __nv_bfloat16 __low2bfloat16(__nv_bfloat162 v) { return v.x; }
 inline __nv_bfloat16 __high2bfloat16(__nv_bfloat162 v) { return v.y; }
-
-inline __nv_bfloat16 __hadd(__nv_bfloat16 a, __nv_bfloat16 b) { return a + b; }
-inline __nv_bfloat16 __hsub(__nv_bfloat16 a, __nv_bfloat16 b) { return a - b; }
-inline __nv_bfloat16 __hmul(__nv_bfloat16 a, __nv_bfloat16 b) { return a * b; }
-inline __nv_bfloat16 __hdiv(__nv_bfloat16 a, __nv_bfloat16 b) { return a / b; }
-inline __nv_bfloat16 __hfma(__nv_bfloat16 a, __nv_bfloat16 b, __nv_bfloat16 c) {
-  return __nv_bfloat16(std::fma(float(a), float(b), float(c)));
-}
-inline __nv_bfloat16 __hmax(__nv_bfloat16 a, __nv_bfloat16 b) { return __nv_bfloat16(std::fmax(float(a), float(b))); }
-inline __nv_bfloat16 __hmin(__nv_bfloat16 a, __nv_bfloat16 b) { return __nv_bfloat16(std::fmin(float(a), float(b))); }

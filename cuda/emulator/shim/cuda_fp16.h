@@ -1,5 +1,6 @@
 // Emulator stand-in for the toolkit's cuda_fp16.h (cuda/emulator/README.md): f16 with the same
-// round-to-nearest-even, and the conversions kernels use.
+// round-to-nearest-even, and the conversions kernels use (the arithmetic intrinsics, the same
+// for both 16-bit types, are emu_half.h's).
 #pragma once
 
 #include "emu_half.h"
@@ -25,11 +26,3 @@ inline float __high2float(__half2 v) { return float(v.y); }
 inline __half2 __halves2half2(__half a, __half b) { return {a, b}; }
 inline __half __low2half(__half2 v) { return v.x; }
 inline __half __high2half(__half2 v) { return v.y; }
-
-inline __half __hadd(__half a, __half b) { return a + b; }
-inline __half __hsub(__half a, __half b) { return a - b; }
-inline __half __hmul(__half a, __half b) { return a * b; }
-inline __half __hdiv(__half a, __half b) { return a / b; }
-inline __half __hfma(__half a, __half b, __half c) { return __half(std::fma(float(a), float(b), float(c))); }
-inline __half __hmax(__half a, __half b) { return __half(std::fmax(float(a), float(b))); }
-inline __half __hmin(__half a, __half b) { return __half(std::fmin(float(a), float(b))); }

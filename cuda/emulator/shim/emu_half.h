@@ -38,6 +38,16 @@ struct Float16 {
   friend bool operator<=(Float16 a, Float16 b) { return float(a) <= float(b); }
   friend bool operator>(Float16 a, Float16 b) { return float(a) > float(b); }
   friend bool operator>=(Float16 a, Float16 b) { return float(a) >= float(b); }
+
+  // The toolkit's arithmetic intrinsics, which cuda_fp16.h and cuda_bf16.h declare alike for
+  // __half and __nv_bfloat16: written once, found through their arguments (hidden friends).
+  friend Float16 __hadd(Float16 a, Float16 b) { return a + b; }
+  friend Float16 __hsub(Float16 a, Float16 b) { return a - b; }
+  friend Float16 __hmul(Float16 a, Float16 b) { return a * b; }
+  friend Float16 __hdiv(Float16 a, Float16 b) { return a / b; }
+  friend Float16 __hfma(Float16 a, Float16 b, Float16 c) { return Float16(std::fma(float(a), float(b), float(c))); }
+  friend Float16 __hmax(Float16 a, Float16 b) { return Float16(std::fmax(float(a), float(b))); }
+  friend Float16 __hmin(Float16 a, Float16 b) { return Float16(std::fmin(float(a), float(b))); }
 };
 
 // A pair, as __nv_bfloat162 and __half2 hold two values in 32 bits.
