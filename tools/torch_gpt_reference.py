@@ -292,7 +292,11 @@ class Llama(nn.Module):
             a = layer.self_attn
             q, k, v = (p(h).view(B, T, self.H, self.hd).transpose(1, 2) for p in (a.q_proj, a.k_proj, a.v_proj))
             q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            # Spelled out, as the GPT's attention above: Debian 12's PyTorch 1.13 has no
+            # scaled_dot_product_attention.
+            scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(self.hd))
+            future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(diagonal=1)
+            y = scores.masked_fill(future, float("-inf")).softmax(dim=-1) @ v
             x = x + a.o_proj(y.transpose(1, 2).reshape(B, T, self.C))
             h = self.rms(x, layer.post_attention_layernorm.weight)
             x = x + layer.mlp.down_proj(F.silu(layer.mlp.gate_proj(h)) * layer.mlp.up_proj(h))

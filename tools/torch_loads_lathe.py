@@ -33,6 +33,9 @@ except ImportError:
     sys.exit(77)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "golden"))
+import golden_safetensors  # noqa: E402  the one safetensors writer of the scripts
+
 DTYPES = {"F32": torch.float32, "F64": torch.float64, "F16": torch.float16, "BF16": torch.bfloat16,
           "I64": torch.int64, "I32": torch.int32, "U8": torch.uint8, "BOOL": torch.bool}
 CONV1D = re.compile(r"transformer\.h\.\d+\.(attn\.c_attn|attn\.c_proj|mlp\.c_fc|mlp\.c_proj)\.weight")
@@ -56,21 +59,6 @@ def load_file(path):
     return out, meta
 
 
-def save_file(path, tensors, metadata):
-    """A safetensors file of `tensors` (their bytes as they are, in their own dtype)."""
-    names = {v: k for k, v in DTYPES.items()}
-    header, chunks, offset = {"__metadata__": metadata}, [], 0
-    for name, t in sorted(tensors.items()):
-        b = t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
-        header[name] = {"dtype": names[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(b)]}
-        chunks.append(b)
-        offset += len(b)
-    text = json.dumps(header).encode()
-    text += b" " * ((8 - len(text) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(chunks))
-
-
 def lathe_logits(lathe, path, kind, idx, tmp):
     """lathe's logits for idx from the model in `path`: the weights lathe reads from it (through
     `lathe convert` where it is not lathe's own file) in a "gpt" case run by `lathe ref`."""
@@ -86,7 +74,7 @@ def lathe_logits(lathe, path, kind, idx, tmp):
     case = dict(weights, idx=idx.long(), targets=idx.long())
     config = dict(cfg)  # every field the file records, the modern block's switches included
     case_path, out_path = os.path.join(tmp, "case.safetensors"), os.path.join(tmp, "out.safetensors")
-    save_file(case_path, case, {"case": json.dumps({"kind": "gpt", "config": config})})
+    golden_safetensors.save(case_path, golden_safetensors.by_name(case), {"case": json.dumps({"kind": "gpt", "config": config})})
     run("ref", case_path, out_path)
     return load_file(out_path)[0]["logits"].double()
 

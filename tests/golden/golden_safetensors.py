@@ -10,7 +10,12 @@ import struct
 import torch
 
 KINDS = {torch.float32: "F32", torch.float64: "F64", torch.bfloat16: "BF16", torch.float16: "F16",
-         torch.int32: "I32", torch.int64: "I64", torch.bool: "BOOL"}
+         torch.int32: "I32", torch.int64: "I64", torch.bool: "BOOL", torch.uint8: "U8"}
+
+
+def by_name(tensors):
+    """`tensors` in the order of their names, for a file whose order carries no meaning."""
+    return dict(sorted(tensors.items()))
 
 
 def save(path, tensors, metadata=None):

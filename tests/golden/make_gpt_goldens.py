@@ -22,13 +22,14 @@ and the modern block's switches (nn/gpt.h), each alone (V 48, C 16, 2 layers of 
   RMSNorm without weights, ReLU^2, QK-norm, untied head, no biases, logits capped at 30)
 The safetensors package is not installed here; a minimal writer follows the public format.
 """
-import importlib.util, json, os, struct
+import importlib.util, json, os
 import torch
+
+import golden_safetensors
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GPT_TORCH = os.path.join(HERE, "..", "..", "tools", "torch_gpt_reference.py")
 
-DTYPES = {torch.float32: "F32", torch.int32: "I32", torch.int64: "I64"}
 
 
 def load_reference():
@@ -36,22 +37,6 @@ def load_reference():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
-
-
-def save_file(tensors, path, metadata=None):
-    header, chunks, offset = {}, [], 0
-    if metadata:
-        header["__metadata__"] = metadata
-    for name in sorted(tensors):
-        t = tensors[name].detach().contiguous().cpu()
-        b = t.numpy().tobytes()
-        header[name] = {"dtype": DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(b)]}
-        chunks.append(b)
-        offset += len(b)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * ((8 - len(text) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(chunks))
 
 
 def make_case(ref, name, V, block, L, H, C, bias, B, T, id_dtype, with_lm_head, seed, ignore=False, **switches):
@@ -77,7 +62,7 @@ def make_case(ref, name, V, block, L, H, C, bias, B, T, id_dtype, with_lm_head, 
         del case["lm_head.weight"]
     case["idx"] = idx.to(id_dtype)
     case["targets"] = targets.to(id_dtype)
-    save_file(case, os.path.join(HERE, name + ".case.safetensors"),
+    golden_safetensors.save(os.path.join(HERE, name + ".case.safetensors"), golden_safetensors.by_name(case),
               {"case": json.dumps({"kind": "gpt", "config": config})})
 
     model = model.double()
@@ -88,7 +73,7 @@ def make_case(ref, name, V, block, L, H, C, bias, B, T, id_dtype, with_lm_head, 
         expected["grad." + n] = p.grad.float()
     if with_lm_head and switches.get("tie_embeddings", True):  # tied: the same combined gradient under both names
         expected["grad.lm_head.weight"] = model.transformer.wte.weight.grad.float()
-    save_file(expected, os.path.join(HERE, name + ".expected.safetensors"))
+    golden_safetensors.save(os.path.join(HERE, name + ".expected.safetensors"), golden_safetensors.by_name(expected))
     print(f"{name}: params={sum(p.numel() for p in model.parameters())} loss={loss.item():.6f}")
 
 

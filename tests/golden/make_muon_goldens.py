@@ -22,7 +22,8 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from make_optim_goldens import STEPS, make_inputs, reference_model_module, save_file, write_case  # noqa: E402
+from golden_safetensors import by_name, save  # noqa: E402
+from make_optim_goldens import STEPS, make_inputs, reference_model_module, write_case  # noqa: E402
 from muon_reference import DEFAULTS, MuonReference  # noqa: E402
 
 # Tall, wide and square matrices; parameter 4 gets its first gradient late, 5 never gets one.
@@ -105,7 +106,7 @@ def train_case():
     spec = {"kind": "train", "config": {"vocab_size": V, "block_size": block, "n_layer": L, "n_head": H,
                                         "n_embd": C, "bias": True},
             "steps": steps, "grad_clip": 1.0, "optimizer": opt_spec, "return_state": True}
-    save_file(case, os.path.join(HERE, "train_muon.case.safetensors"), {"case": json.dumps(spec)})
+    save(os.path.join(HERE, "train_muon.case.safetensors"), by_name(case), {"case": json.dumps(spec)})
 
     model = model.double().to(DEVICE)
     hidden, matrices, others = split_for_muon(model)
@@ -130,7 +131,7 @@ def train_case():
     for n, p in matrices + others:
         for key in ("exp_avg", "exp_avg_sq"):
             expected[f"optimizer_state.{n}.{key}"] = adamw.state[p][key].float().cpu()
-    save_file(expected, os.path.join(HERE, "train_muon.expected.safetensors"))
+    save(os.path.join(HERE, "train_muon.expected.safetensors"), by_name(expected))
     print(f"train_muon: {source}; losses {losses}")
 
 

@@ -16,27 +16,11 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from golden_safetensors import by_name, save  # noqa: E402
 from prodigy_reference import ProdigyReference  # noqa: E402
 
-DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.int64: "I64"}
 SHAPES = [(4, 3), (5,), (2, 2, 3), (3,), (6,), (2, 5)]
 STEPS = 24
-
-
-def save_file(tensors, path, metadata=None):
-    header, chunks, offset = {}, [], 0
-    if metadata:
-        header["__metadata__"] = metadata
-    for name in sorted(tensors):
-        t = tensors[name].detach().contiguous().cpu()
-        b = t.numpy().tobytes()
-        header[name] = {"dtype": DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(b)]}
-        chunks.append(b)
-        offset += len(b)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * ((8 - len(text) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(chunks))
 
 
 def has_grad(t, i):
@@ -64,7 +48,7 @@ def write_case(name, optimizer, groups, params, grads, final, state, result, ext
     spec = {"kind": "optim", "optimizer": optimizer, "steps": STEPS, "groups": groups, **(extra or {})}
     case = {f"param.{i}": p for i, p in enumerate(params)}
     case.update({f"grad.{t}.{i}": gr for (t, i), gr in grads.items()})
-    save_file(case, os.path.join(HERE, f"optim_{name}.case.safetensors"), {"case": json.dumps(spec)})
+    save(os.path.join(HERE, f"optim_{name}.case.safetensors"), by_name(case), {"case": json.dumps(spec)})
     exp = {f"param.{i}": p for i, p in enumerate(final)}
     for i, st in state.items():
         for key, v in st.items():
@@ -74,7 +58,7 @@ def write_case(name, optimizer, groups, params, grads, final, state, result, ext
                 exp[f"state.{i}.{key}"] = v
             else:  # Prodigy's per-parameter step is a Python int
                 exp[f"state.{i}.{key}"] = torch.tensor(v, dtype=torch.int64 if isinstance(v, int) else torch.float32)
-    save_file(exp, os.path.join(HERE, f"optim_{name}.expected.safetensors"), {"result": json.dumps(result)})
+    save(os.path.join(HERE, f"optim_{name}.expected.safetensors"), by_name(exp), {"result": json.dumps(result)})
 
 
 def torch_case(name, optimizer, cls, groups, seed):
@@ -168,7 +152,7 @@ def reference_train_case(name, seed, batch, steps, spec, make_optimizer, draw_ta
     spec = {"kind": "train", "config": {"vocab_size": V, "block_size": block, "n_layer": L, "n_head": H,
                                         "n_embd": C, "bias": True},
             "steps": steps, "grad_clip": 1.0, **spec}
-    save_file(case, os.path.join(HERE, f"{name}.case.safetensors"), {"case": json.dumps(spec)})
+    save(os.path.join(HERE, f"{name}.case.safetensors"), by_name(case), {"case": json.dumps(spec)})
 
     model = model.double()
     params = dict(model.named_parameters())
@@ -179,7 +163,7 @@ def reference_train_case(name, seed, batch, steps, spec, make_optimizer, draw_ta
     for n, p in params.items():
         for key in state_keys:
             expected[f"optimizer_state.{n}.{key}"] = opt.state[p][key].float()
-    save_file(expected, os.path.join(HERE, f"{name}.expected.safetensors"))
+    save(os.path.join(HERE, f"{name}.expected.safetensors"), by_name(expected))
     print(f"{name} losses", losses)
 
 

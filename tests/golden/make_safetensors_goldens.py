@@ -1,6 +1,6 @@
 """Golden files for tests/test_safetensors.cpp, written by PyTorch the way
 safetensors.torch.save_file writes them (the safetensors package is not installed here, so this
-script carries a minimal writer that follows the public format and the reference writer's layout:
+script writes through golden_safetensors.py, the public format, in the reference writer's layout:
 tensors sorted by dtype, widest first, then by name; compact JSON with __metadata__ first; header
 padded with spaces to a multiple of 8 bytes).
 
@@ -14,8 +14,10 @@ Writes, next to this script:
                                          shared tensors)
   safetensors_nanogpt.json               name -> dtype, shape, sum, first values
 """
-import json, math, os, struct, sys
+import json, math, os, sys
 import torch
+
+import golden_safetensors
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))  # torch_gpt_reference.py
@@ -27,28 +29,10 @@ DTYPES = {  # torch dtype -> (safetensors name, rank of the reference writer's D
 }
 
 
-def tensor_bytes(t):
-    t = t.detach().contiguous().cpu()
-    if t.dtype == torch.bfloat16:  # numpy has no bfloat16: reinterpret the bits
-        t = t.view(torch.int16)
-    return t.numpy().tobytes()  # little-endian on every machine torch runs on here
-
-
 def save_file(tensors, path, metadata=None):
+    """The reference writer's order: by dtype, widest first, then by name."""
     order = sorted(tensors, key=lambda n: (-DTYPES[tensors[n].dtype][1], n))
-    header, chunks, offset = {}, [], 0
-    if metadata:
-        header["__metadata__"] = metadata
-    for name in order:
-        b = tensor_bytes(tensors[name])
-        header[name] = {"dtype": DTYPES[tensors[name].dtype][0], "shape": list(tensors[name].shape),
-                        "data_offsets": [offset, offset + len(b)]}
-        chunks.append(b)
-        offset += len(b)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * ((8 - len(text) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(chunks))
+    golden_safetensors.save(path, {n: tensors[n] for n in order}, metadata)
 
 
 def values(t):
