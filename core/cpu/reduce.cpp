@@ -9,6 +9,7 @@
 
 #include "core/cpu/loops.h"
 #include "core/kernel_profile.h"
+#include "core/reduce_plan.h"
 
 namespace lathe {
 
@@ -99,31 +100,15 @@ void reduce_columns(ReduceOp op, const T* x, int64_t R, int64_t K, const Tensor&
 
 void CpuBackend::reduce(ReduceOp op, const Tensor& x_in, const std::vector<int64_t>& dims, const Tensor& out) {
   profile::KernelScope scope("reduce");
-  const int64_t nd = x_in.dim();
-  bool trailing = true, leading = true;
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] != nd - int64_t(dims.size()) + int64_t(i)) trailing = false;
-    if (dims[i] != int64_t(i)) leading = false;
-  }
-  int64_t R = 1;
-  for (int64_t d : dims) R *= x_in.shape()[size_t(d)];
-  int64_t K = out.numel();
-
-  Tensor x = x_in;
-  if (!(x.is_contiguous() && (trailing || leading))) {
-    std::vector<int64_t> perm;
-    for (int64_t i = 0; i < nd; ++i)
-      if (!std::binary_search(dims.begin(), dims.end(), i)) perm.push_back(i);
-    for (int64_t d : dims) perm.push_back(d);
-    x = x_in.permute(perm).contiguous();
-    trailing = true;
-  }
+  const ReducePlan plan = plan_reduce(x_in, dims);  // core/reduce_plan.h, as CUDA's
+  const Tensor& x = plan.x;
+  const int64_t R = plan.reduced, K = plan.outputs;
   LATHE_DISPATCH_ALL(x.dtype(), "reduce", [&]<class T>() {
     if constexpr (std::is_same_v<T, bool>) {
       LATHE_FAIL("reduce: bool tensors must be cast first");
     } else {
       const T* p = static_cast<const T*>(x.data_ptr());
-      if (trailing) reduce_rows<T>(op, p, K, R, out);
+      if (plan.trailing) reduce_rows<T>(op, p, K, R, out);
       else reduce_columns<T>(op, p, R, K, out);
     }
   });
