@@ -20,7 +20,7 @@ RunReport::RunReport(Setup setup) : setup_(std::move(setup)) {}
 void RunReport::restore_metrics(int64_t step) {
   const std::string path = setup_.dir + "/metrics.jsonl";
   for (const nlohmann::json& rec : cut_metrics_log(path, step)) {
-    if (rec.value("skipped", false) == true) ++skipped_steps_;
+    if (rec.value("skipped", false) == true) ++summary_.skipped_steps;
     const int64_t s = rec["step"].get<int64_t>();
     const std::string where = path + ": step " + std::to_string(s);
     if (rec.contains("loss")) curves_.train.emplace_back(s, metric_value(rec, "loss", where));
@@ -37,7 +37,7 @@ void RunReport::step(const StepResult& r) {
   train_seconds_ += r.seconds;
   ++steps_since_print_;
   seconds_since_print_ += r.seconds;
-  final_train_loss_ = r.loss;
+  summary_.final_train_loss = r.loss;
 
   record_ = {{"step", r.step}, {"loss", r.loss}, {"lr", r.lr}, {"tok_per_s", setup_.tokens_per_step / r.seconds}};
   if (setup_.grad_clip && !r.skipped) record_["grad_norm"] = r.grad_norm;
@@ -45,7 +45,7 @@ void RunReport::step(const StepResult& r) {
     record_["scale"] = r.scale;
     if (r.skipped) {
       record_["skipped"] = true;
-      ++skipped_steps_;
+      ++summary_.skipped_steps;
     }
   }
   curves_.train.emplace_back(r.step, r.loss);
@@ -59,7 +59,7 @@ void RunReport::step(const StepResult& r) {
   // fp16: the scale the last step used and the steps skipped so far.
   char scaling[64] = "";
   if (setup_.loss_scaling)
-    std::snprintf(scaling, sizeof scaling, " | scale %g | skipped %lld", r.scale, (long long)skipped_steps_);
+    std::snprintf(scaling, sizeof scaling, " | scale %g | skipped %lld", r.scale, (long long)summary_.skipped_steps);
   say("step %*lld/%lld | loss %.4f | lr %.2e%s | %s tok/s | %.0f ms/step | ETA %s\n",
       int(std::to_string(setup_.steps).size()), (long long)r.step, (long long)setup_.steps, r.loss, r.lr, scaling,
       format_rate(rate).c_str(), 1e3 * seconds_since_print_ / double(steps_since_print_),
@@ -73,8 +73,8 @@ void RunReport::evaluation(int64_t step, double val_loss, double val_bpb, int64_
   record_["val_loss"] = val_loss;
   record_["val_bpb"] = val_bpb;
   curves_.val.emplace_back(step, val_loss);
-  final_val_loss_ = val_loss;
-  final_val_bpb_ = val_bpb;
+  summary_.final_val_loss = val_loss;
+  summary_.final_val_bpb = val_bpb;
   say("step %lld: val loss %.4f nats/token, %.4f bits/byte (%lld batches, %.1f s)\n", (long long)step, val_loss,
       val_bpb, (long long)batches, seconds);
 }
@@ -96,12 +96,8 @@ void RunReport::write_plot() const {
 }
 
 TrainSummary RunReport::summary(int64_t steps) const {
-  TrainSummary s;
+  TrainSummary s = summary_;
   s.steps = steps;
-  s.final_train_loss = final_train_loss_;
-  s.final_val_loss = final_val_loss_;
-  s.final_val_bpb = final_val_bpb_;
-  s.skipped_steps = skipped_steps_;
   return s;
 }
 

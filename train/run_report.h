@@ -97,14 +97,11 @@ class RunReport {
   std::optional<MetricsLog> metrics_;
   LossCurves curves_;
   nlohmann::json record_;
-  int64_t skipped_steps_ = 0;
+  TrainSummary summary_;  // the last losses and the skipped steps so far
   double train_seconds_ = 0;
   Clock::time_point last_print_ = Clock::now();
   int64_t steps_since_print_ = 0;
   double seconds_since_print_ = 0;
-  double final_train_loss_ = 0;
-  double final_val_loss_ = 0;
-  double final_val_bpb_ = 0;
 };
 
 }  // namespace lathe::train

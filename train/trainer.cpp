@@ -503,7 +503,7 @@ TrainSummary Trainer::run(std::FILE* log, const StepHook& on_step) {
       prepare_fresh_run_directory(dir, o.overwrite, {o.data, o.init_from}, lock);
     }
   });
-  if (resumed_ && state_.step == o.steps) return finish_complete_run(dir, log);
+  if (resumed_ && state_.step == o.steps) return finish_complete_run(dir, report);
   const std::filesystem::path data_path = std::filesystem::path(o.data).lexically_normal();
   const std::string data_name =
       (data_path.has_filename() ? data_path : data_path.parent_path()).filename().string();
@@ -654,22 +654,18 @@ void Trainer::describe_run(const RunReport& report) const {
   if (o.tf32 && device_.type == DeviceType::cuda) report.say("f32 products on TF32 tensor cores (--tf32)\n");
 }
 
-TrainSummary Trainer::finish_complete_run(const std::string& dir, std::FILE* log) {
+TrainSummary Trainer::finish_complete_run(const std::string& dir, const RunReport& report) {
   // Nothing to train and nothing to evaluate (metrics.jsonl is already cut back to the
   // checkpoint): model.safetensors is rewritten from the checkpoint (the run that stopped may have
   // died before writing it, or written it from a later state), and killed writers' temporary
   // files are removed.
   const auto t0 = Clock::now();
-  const bool writer = comm_->rank() == 0;
-  if (writer) {
+  if (report.writer()) {
     save_weights(dir + "/model.safetensors");
     prune_checkpoints(dir, options_.keep_last, {resumed_from_});
   }
-  if (!options_.quiet && log != nullptr && writer) {
-    std::fprintf(log, "the run is complete: %s is at step %lld of %lld; nothing to train (rewrote %s/model.safetensors)\n",
-                 resumed_from_.c_str(), (long long)state_.step, (long long)options_.steps, dir.c_str());
-    std::fflush(log);
-  }
+  report.say("the run is complete: %s is at step %lld of %lld; nothing to train (rewrote %s/model.safetensors)\n",
+             resumed_from_.c_str(), (long long)state_.step, (long long)options_.steps, dir.c_str());
   TrainSummary summary;
   summary.steps = state_.step;
   summary.final_val_loss = last_val_loss_;  // -1 when the run never evaluated

@@ -188,7 +188,7 @@ class Trainer {
   // The run's opening lines: the data, the model, how it is trained.
   void describe_run(const RunReport& report) const;
   // The end of a run resumed at its final step: nothing to train.
-  TrainSummary finish_complete_run(const std::string& dir, std::FILE* log);
+  TrainSummary finish_complete_run(const std::string& dir, const RunReport& report);
 };
 
 }  // namespace lathe::train
