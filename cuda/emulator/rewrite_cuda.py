@@ -5,8 +5,9 @@ emulated again by `cmake --build`:
 
     rewrite_cuda.py IN OUT
 
-Three constructs are not C++ and change; everything else stays as written, line for line (so the
-compiler's messages point at the original line numbers):
+Three constructs are not C++ and change; everything else stays as written, line for line, after a
+`#line 1 "IN"` (so the compiler's messages, and the race detector's reports, point at the original
+file and line):
 
   kernel<<<grid, block[, shmem[, stream]]>>>(args);
       -> ::emu::launch("kernel", ::emu::LaunchConfig(grid, block[, shmem[, stream]]),
@@ -168,6 +169,7 @@ def main():
     with open(src, encoding='utf-8') as f:
         text = f.read()
     text = rewrite_shared(src, rewrite_launches(src, text))
+    text = '#line 1 "%s"\n' % os.path.abspath(src).replace('\\', '/') + text
     # Ninja makes an output's folder before running its command; Make does not.
     os.makedirs(os.path.dirname(os.path.abspath(dst)), exist_ok=True)
     with open(dst, 'w', encoding='utf-8') as f:

@@ -1,7 +1,8 @@
 // The emulator's own tests: the CUDA semantics it models, on small kernels whose answers are
-// known (shuffles, ballots, barriers, shared memory, the launch's arguments), and the faults it
-// must stop a program for, with a message (launch limits, shared memory past the limits or past
-// its end, a lane that exited, a deadlock), each run in a child process. Rewritten and compiled
+// known (shuffles, ballots, barriers, shared memory, cp.async, the launch's arguments), and the
+// faults it must stop a program for, with a message (a race in shared memory, launch limits,
+// shared memory past the limits or past its end, a lane that exited, a deadlock), each run in a
+// child process. Rewritten and compiled
 // like cuda/'s sources (README.md); ctest lists each case as "emu: emulator: ...".
 #include <doctest/doctest.h>
 #include <sys/wait.h>
@@ -16,6 +17,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+
+#include "cuda/mma.cuh"  // cp.async, through the shim
 
 namespace {
 
@@ -95,9 +98,11 @@ __global__ void block_sums_unsynchronised(const float* x, float* out) {
     if (t < half) partial[t] += partial[t + half];
   if (t == 0) out[blockIdx.x] = partial[0];
 }
+constexpr int kUnsynchronisedStoreLine = __LINE__ - 5;  // partial[t] = ...
 
-// Each thread writes its slot, the warps exchange through a shuffle (a warp barrier, not a block
-// one), and each thread reads a slot of the other warp: without __syncthreads the read races.
+// Each thread writes its slot, the warps exchange through a shuffle (which meets a warp's lanes
+// but orders no memory), and each thread reads a slot of the other warp: without __syncthreads
+// the read races.
 template <bool kSynchronised>
 __global__ void across_warps(float* out) {
   __shared__ float slot[64];
@@ -106,6 +111,58 @@ __global__ void across_warps(float* out) {
   const int neighbour = __shfl_xor_sync(0xffffffffu, int(t), 1);
   if (kSynchronised) __syncthreads();
   out[blockIdx.x * 64 + t] = slot[(t + 32) % 64] + float(neighbour - int(t ^ 1u));
+}
+
+// A warp's lanes exchange through shared memory, ordered by __syncwarp, or by nothing but a
+// shuffle.
+template <bool kSyncwarp>
+__global__ void lanes_exchange(float* out) {
+  __shared__ float slot[32];
+  const unsigned lane = threadIdx.x;
+  slot[lane] = float(lane);
+  if (kSyncwarp) __syncwarp();
+  else (void)__shfl_xor_sync(0xffffffffu, int(lane), 1);
+  out[lane] = slot[lane ^ 1u];
+}
+
+// Each thread copies one value into its slot with cp.async, waits for its copy and reads a slot of
+// the other warp: a copy lands at its thread's wait and is another thread's to read only after the
+// barrier that follows.
+template <bool kBarrier>
+__global__ void async_copies(const float* src, float* out) {
+  __shared__ __align__(16) float slot[64];
+  const unsigned t = threadIdx.x;
+  lathe::cuda::cp_async_4(&slot[t], &src[t], true);
+  lathe::cuda::cp_async_commit();
+  lathe::cuda::cp_async_wait<0>();
+  if (kBarrier) __syncthreads();
+  out[t] = slot[(t + 32) % 64];
+}
+
+// A stage loaded, read and refilled twice: without the barrier after the reads, one warp's copies
+// for the next round overwrite what the other warp has still to read.
+template <bool kBarrier>
+__global__ void refilled_stage(const float* src, float* out) {
+  __shared__ __align__(16) float stage[64];
+  const unsigned t = threadIdx.x;
+  float sum = 0;
+  for (int round = 0; round < 2; ++round) {
+    lathe::cuda::cp_async_4(&stage[t], &src[round * 64 + t], true);
+    lathe::cuda::cp_async_commit();
+    lathe::cuda::cp_async_wait<0>();
+    __syncthreads();
+    sum += stage[(t + 32) % 64];
+    if (kBarrier) __syncthreads();
+  }
+  out[t] = sum;
+}
+
+// Half the slots written: the other half reads the fill of a new block's shared memory, NaN.
+__global__ void reads_unwritten(float* out) {
+  __shared__ float slot[64];
+  if (threadIdx.x < 32) slot[threadIdx.x] = 1.0f;
+  __syncthreads();
+  out[blockIdx.x * 64 + threadIdx.x] = slot[threadIdx.x];
 }
 
 // Arguments are evaluated once per launch, as CUDA copies them.
@@ -181,34 +238,128 @@ TEST_CASE("emulator: dynamic shared memory and barriers sum each block") {
   }
 }
 
-TEST_CASE("emulator: a missing barrier reads shared memory no thread of the block wrote yet, as NaN") {
-  // Even blocks run their threads forwards: thread 0 adds partial sums of threads that have not
-  // run yet, NaN. Odd blocks run them backwards, which happens to be the order this tree needs: a
-  // data flow towards higher threads would fail there instead.
+TEST_CASE("emulator: a missing barrier is a race, reported with the kernel, both threads, the byte and the line") {
   const int blocks = 2, threads = 64;
   std::vector<float> x(blocks * threads, 1.0f);
   DeviceArray<float> dx(x.size()), dout(blocks);
   cudaMemcpy(dx.p, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice);
-  block_sums_unsynchronised<<<blocks, threads>>>(dx.p, dout.p);
-  const std::vector<float> h = dout.host();
-  CHECK(std::isnan(h[0]));
-  CHECK(h[1] == float(threads));
+  const Outcome r = in_child([&] { block_sums_unsynchronised<<<blocks, threads>>>(dx.p, dout.p); });
+  INFO(r.stderr_text);
+  CHECK_FALSE(r.exited_normally);
+  // Thread 0 runs first and reads partial[1] in its loop; thread 1 then stores its value there.
+  CHECK(r.stderr_text.find("emu: block_sums_unsynchronised: a race in shared memory: thread (1, 0, 0) writes a "
+                           "__shared__ array's byte at 0x") != std::string::npos);
+  CHECK(r.stderr_text.find("which thread (0, 0, 0) read with no barrier between them") != std::string::npos);
+  CHECK(r.stderr_text.find("test_emulator.cu:" + std::to_string(kUnsynchronisedStoreLine) + " (block (0, 0, 0)") !=
+        std::string::npos);
 }
 
-TEST_CASE("emulator: a warp runs up to its next block barrier before another starts, so a missing one shows") {
-  // Warp-synchronous calls (here a shuffle; ldmatrix and mma too) order a warp's lanes, not the
-  // block's warps: the first warp to run (warp 0 in even blocks, warp 1 in odd ones) reads the
-  // other's slots before they are written, NaN, whichever way the data flows.
+TEST_CASE("emulator: __syncthreads orders a block's threads and __syncwarp a warp's lanes, a shuffle neither") {
   DeviceArray<float> dout(2 * 64);
-  across_warps<false><<<2, 64>>>(dout.p);
-  const std::vector<float> racy = dout.host();
-  CHECK(std::isnan(racy[0]));
-  CHECK(racy[32] == 0.0f);       // warp 1 of block 0 runs second: warp 0's slots are written
-  CHECK(std::isnan(racy[64 + 32]));
-  CHECK(racy[64 + 0] == 32.0f);  // warp 0 of block 1 runs second
   across_warps<true><<<2, 64>>>(dout.p);
   const std::vector<float> synchronised = dout.host();
   for (int i = 0; i < 2 * 64; ++i) CHECK(synchronised[size_t(i)] == float((i % 64 + 32) % 64));
+  Outcome r = in_child([&] { across_warps<false><<<2, 64>>>(dout.p); });
+  INFO(r.stderr_text);
+  CHECK_FALSE(r.exited_normally);
+  // Warp 0 runs first in block 0 and reads slots of warp 1 before their writers ran; warp 1 then
+  // writes what it read.
+  CHECK(r.stderr_text.find("across_warps<false>: a race in shared memory: thread (32, 0, 0) writes") !=
+        std::string::npos);
+  CHECK(r.stderr_text.find("which thread (0, 0, 0) read") != std::string::npos);
+
+  lanes_exchange<true><<<1, 32>>>(dout.p);
+  const std::vector<float> lanes = dout.host();
+  for (int l = 0; l < 32; ++l) CHECK(lanes[size_t(l)] == float(l ^ 1));
+  r = in_child([&] { lanes_exchange<false><<<1, 32>>>(dout.p); });
+  INFO(r.stderr_text);
+  CHECK_FALSE(r.exited_normally);
+  // Lane 0 reads lane 1's slot, written before the shuffle that lane 0 waited at.
+  CHECK(r.stderr_text.find("lanes_exchange<false>: a race in shared memory: thread (0, 0, 0) reads") !=
+        std::string::npos);
+  CHECK(r.stderr_text.find("which thread (1, 0, 0) wrote") != std::string::npos);
+}
+
+TEST_CASE("emulator: cp.async writes from its issue to its wait, and another thread reads it after a barrier") {
+  std::vector<float> src(128);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = float(i);
+  DeviceArray<float> dsrc(src.size()), dout(64);
+  cudaMemcpy(dsrc.p, src.data(), src.size() * sizeof(float), cudaMemcpyHostToDevice);
+  async_copies<true><<<1, 64>>>(dsrc.p, dout.p);
+  std::vector<float> h = dout.host();
+  for (int t = 0; t < 64; ++t) CHECK(h[size_t(t)] == float((t + 32) % 64));
+  Outcome r = in_child([&] { async_copies<false><<<1, 64>>>(dsrc.p, dout.p); });
+  INFO(r.stderr_text);
+  CHECK_FALSE(r.exited_normally);
+  CHECK(r.stderr_text.find("async_copies<false>: a race in shared memory:") != std::string::npos);
+
+  refilled_stage<true><<<1, 64>>>(dsrc.p, dout.p);
+  h = dout.host();
+  for (int t = 0; t < 64; ++t) CHECK(h[size_t(t)] == float((t + 32) % 64 + 64 + (t + 32) % 64));
+  r = in_child([&] { refilled_stage<false><<<1, 64>>>(dsrc.p, dout.p); });
+  INFO(r.stderr_text);
+  CHECK_FALSE(r.exited_normally);
+  // Warp 0 runs on to its next round's copy; warp 1 then reads the slot being refilled.
+  CHECK(r.stderr_text.find("refilled_stage<false>: a race in shared memory: thread (32, 0, 0) reads") !=
+        std::string::npos);
+  CHECK(r.stderr_text.find("which thread (0, 0, 0) wrote") != std::string::npos);
+}
+
+TEST_CASE("emulator: shared memory that no thread of the block wrote reads as NaN") {
+  DeviceArray<float> dout(2 * 64);
+  reads_unwritten<<<2, 64>>>(dout.p);
+  const std::vector<float> h = dout.host();
+  for (int i = 0; i < 2 * 64; ++i) {
+    INFO("element ", i);
+    if (i % 64 < 32) CHECK(h[size_t(i)] == 1.0f);
+    else CHECK(std::isnan(h[size_t(i)]));
+  }
+}
+
+TEST_CASE("emulator: the race detector's records: reads never race, a write races with any unordered access") {
+  std::vector<unsigned char> memory(8);
+  emu::race::Detector d;
+  d.watch(memory.data(), memory.size());
+  CHECK(d.watches(d.offset_of(&memory[7])));
+  CHECK_FALSE(d.watches(d.offset_of(memory.data() + 8)));
+  d.block_started(3);
+  emu::race::Conflict c{};
+  auto read = [&](size_t byte, unsigned tid) { return d.access(byte, 1, tid, false, &c); };
+  auto write = [&](size_t byte, unsigned tid) { return d.access(byte, 1, tid, true, &c); };
+  // Readers of three warps, the last two of warp 0: a write by warp 0 races with warp 1's read.
+  CHECK(read(0, 40));
+  CHECK(read(0, 70));
+  CHECK(read(0, 1));
+  CHECK(read(0, 2));
+  CHECK_FALSE(write(0, 2));
+  CHECK(c.other / 32 != 0);
+  CHECK_FALSE(c.other_wrote);
+  // A thread's own accesses are in order; another lane's read after a write races until __syncwarp.
+  CHECK(write(1, 5));
+  CHECK(read(1, 5));
+  CHECK(write(1, 5));
+  CHECK_FALSE(read(1, 6));
+  CHECK(c.other == 5);
+  CHECK(c.other_wrote);
+  d.warp_barrier(0);
+  CHECK(read(1, 6));
+  CHECK_FALSE(read(1, 33));  // __syncwarp orders warp 0's lanes only
+  CHECK(c.other == 5);
+  // Two lanes read, then one of them writes: it races with the other.
+  CHECK(read(2, 7));
+  CHECK(read(2, 8));
+  CHECK_FALSE(write(2, 8));
+  CHECK(c.other == 7);
+  // A barrier orders everything before it against everything after.
+  d.block_barrier();
+  CHECK(write(0, 2));
+  CHECK(write(1, 64));
+  CHECK(write(2, 8));
+  // A failed access leaves the records as they were: thread 9's read is still the only one.
+  CHECK(read(3, 9));
+  CHECK_FALSE(write(3, 40));
+  CHECK_FALSE(write(3, 41));
+  CHECK(c.other == 9);
 }
 
 TEST_CASE("emulator: a launch's arguments are evaluated once") {
@@ -294,6 +445,7 @@ TEST_CASE("emulator: launch shapes past an H100's limits stop the program") {
 TEST_CASE("emulator: a shuffle whose mask names a lane that exited stops the program") {
   DeviceArray<int> out(32);
   const Outcome r = in_child([&] { shuffle_after_exit<<<1, 32>>>(out.p); });
+  INFO(r.stderr_text);
   CHECK_FALSE(r.exited_normally);
   CHECK(r.stderr_text.find("shuffle_after_exit: in block (0, 0, 0), warp 0: a warp-synchronous call") != std::string::npos);
   CHECK(r.stderr_text.find("names lane 5 in its mask 0xffffffff, but that lane has exited") != std::string::npos);
@@ -301,6 +453,7 @@ TEST_CASE("emulator: a shuffle whose mask names a lane that exited stops the pro
 
 TEST_CASE("emulator: threads waiting at barriers that cannot all complete are a deadlock") {
   const Outcome r = in_child([] { mismatched_barriers<<<1, 64>>>(); });
+  INFO(r.stderr_text);
   CHECK_FALSE(r.exited_normally);
   CHECK(r.stderr_text.find("mismatched_barriers: deadlock: in block (0, 0, 0)") != std::string::npos);
 }
@@ -308,6 +461,7 @@ TEST_CASE("emulator: threads waiting at barriers that cannot all complete are a 
 TEST_CASE("emulator: an access past the launch's dynamic shared memory faults with the kernel named") {
   DeviceArray<float> out(1);
   const Outcome r = in_child([&] { past_dynamic_shared<<<1, 2, 64>>>(out.p); });
+  INFO(r.stderr_text);
   CHECK_FALSE(r.exited_normally);
   CHECK(r.stderr_text.find("emu: past_dynamic_shared: segmentation fault in block (0, 0, 0), thread (1, 0, 0)") !=
         std::string::npos);

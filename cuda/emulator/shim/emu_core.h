@@ -27,6 +27,7 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <source_location>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -34,9 +35,8 @@
 #include <vector>
 
 #include <Eigen/Core>
-#if defined(__SANITIZE_THREAD__)
-#include <sanitizer/tsan_interface.h>
-#endif
+
+#include "emu_races.h"
 
 // ---- CUDA's qualifiers: the host compiler builds device code as plain C++ ----
 #define __global__
@@ -82,53 +82,33 @@ constexpr int warpSize = 32;
 
 namespace emu {
 
-// ---- the race detector: ThreadSanitizer over the fibers (LATHE_EMU_RACES, cuda/emulator/README.md) ----
-// Built with -fsanitize=thread, each fiber is a thread to ThreadSanitizer and switching between them
-// orders nothing; the only orders are CUDA's: a block's threads after the host's writes before the
-// launch, __syncthreads among a block's threads, a warp barrier (shuffle, ldmatrix, mma) among its
-// lanes, an atomic among its users, the host after the launch. Any other pair of accesses to one
-// byte, one of them a write, is a race that it reports with the address and both threads' stacks
-// (the kernel's lines). The scheduler's own bookkeeping is left out (EMU_UNCHECKED).
+// ---- the race detector (emu_races.h): what it needs from here ----
+// The emulated kernels compile with the compiler's ThreadSanitizer instrumentation, which calls
+// race_hooks.cpp for every load and store. The emulator's own code is left out of it
+// (EMU_UNCHECKED): the scheduler, whose bookkeeping through the hooks made the emulated cases 1.6
+// times as slow again, and what touches shared memory on the kernel's behalf (the fill of a new
+// block's arrays, the atomics, the gathers of ldmatrix and the landing of cp.async), which names
+// its accesses itself.
 #if defined(__SANITIZE_THREAD__)
-}  // namespace emu
-extern "C" void AnnotateIgnoreReadsBegin(const char* file, int line);
-extern "C" void AnnotateIgnoreReadsEnd(const char* file, int line);
-extern "C" void AnnotateIgnoreWritesBegin(const char* file, int line);
-extern "C" void AnnotateIgnoreWritesEnd(const char* file, int line);
-namespace emu {
 #define EMU_UNCHECKED __attribute__((no_sanitize_thread))
-namespace race {
-// The scheduler's bookkeeping, out-of-line library code included, goes unchecked while one lives.
-// Never across a switch to another fiber: the fiber that resumes would go on unchecked.
-struct Unchecked {
-  Unchecked() {
-    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
-    AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
-  }
-  ~Unchecked() {
-    AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
-    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
-  }
-};
-inline void* new_fiber() { return __tsan_create_fiber(0); }
-inline void* this_fiber() { return __tsan_get_current_fiber(); }
-inline void switch_to(void* fiber) { __tsan_switch_to_fiber(fiber, __tsan_switch_to_fiber_no_sync); }
-inline void release(const void* sync) { __tsan_release(const_cast<void*>(sync)); }
-inline void acquire(const void* sync) { __tsan_acquire(const_cast<void*>(sync)); }
-}  // namespace race
-#else
-#define EMU_UNCHECKED
-namespace race {
-struct Unchecked {
-  Unchecked() {}  // user-provided: a guard is not an unused variable
-};
-inline void* new_fiber() { return nullptr; }
-inline void* this_fiber() { return nullptr; }
-inline void switch_to(void*) {}
-inline void release(const void*) {}
-inline void acquire(const void*) {}
-}  // namespace race
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define EMU_UNCHECKED __attribute__((no_sanitize("thread")))
 #endif
+#endif
+#ifndef EMU_UNCHECKED
+#define EMU_UNCHECKED
+#endif
+namespace race {
+// A plain global, not a function's static: the hooks reach it at every load and store without a
+// guard's check.
+inline Detector the_detector;
+inline Detector& detector() { return the_detector; }
+// The accesses the shim makes for a kernel (race_hooks.cpp): checked as the running thread's, a
+// report naming the kernel's line `where`.
+void read(const void* p, size_t bytes, const std::source_location& where);
+void write(const void* p, size_t bytes, const std::source_location& where);
+}  // namespace race
 
 // An H100's limits (CUDA's programming guide, compute capability 9.0).
 constexpr unsigned kMaxThreadsPerBlock = 1024;
@@ -144,7 +124,6 @@ constexpr size_t kFiberStack = 256 * 1024;
 #if defined(__x86_64__)
 struct Context {
   void* sp = nullptr;
-  void* race = nullptr;  // its ThreadSanitizer fiber, in a race-detecting build
 };
 // Saves this context's registers on its stack and *from = its stack pointer, then resumes `to`.
 __attribute__((naked, noinline)) inline void switch_stack(void** /*from: rdi*/, void* /*to: rsi*/) {
@@ -165,13 +144,11 @@ EMU_UNCHECKED inline void start_context(Context& c, char* stack, size_t size, vo
   c.sp = p;
 }
 EMU_UNCHECKED inline void switch_context(Context& from, Context& to) {
-  race::switch_to(to.race);
   switch_stack(&from.sp, to.sp);
 }
 #else
 struct Context {
   ucontext_t uc;
-  void* race = nullptr;
 };
 EMU_UNCHECKED inline void start_context(Context& c, char* stack, size_t size, void (*entry)()) {
   getcontext(&c.uc);
@@ -181,7 +158,6 @@ EMU_UNCHECKED inline void start_context(Context& c, char* stack, size_t size, vo
   makecontext(&c.uc, entry, 0);
 }
 EMU_UNCHECKED inline void switch_context(Context& from, Context& to) {
-  race::switch_to(to.race);
   swapcontext(&from.uc, &to.uc);
 }
 #endif
@@ -193,6 +169,7 @@ struct Fiber {
   bool done = false;
   int waiting = 0;        // 0 running, 1 at a block barrier, 2 at a warp barrier
   unsigned warp_mask = 0;  // the lanes a warp barrier waits for
+  bool orders_memory = false;  // the warp barrier it waits at is __syncwarp (not a shuffle's)
   unsigned long long gen = 0;
 };
 
@@ -215,14 +192,6 @@ struct State {
   unsigned char* dynamic = nullptr;     // this launch's dynamic shared memory
   size_t dynamic_bytes = 0;
   std::map<std::string, size_t> max_dynamic_shared;  // cudaFuncSetAttribute, by kernel name
-  char launch_sync = 0;  // the race detector's order between the host and a block's threads
-  // The race detector's orders of the barriers, one object per barrier and parity of its
-  // generation: a thread that runs ahead to the next barrier releases into the other object, so a
-  // thread still resuming from this one acquires only what came before this one. (One object for
-  // all generations gave the late thread the early one's accesses after the barrier too, and hid
-  // every race of a missing barrier between two others.)
-  char block_sync[2] = {};
-  std::vector<char> warp_sync;  // two per warp
 };
 inline State& st() {
   static State s;
@@ -339,7 +308,6 @@ EMU_UNCHECKED inline void yield() {
   Context* from;
   Context* to;
   {
-    race::Unchecked unchecked;
     State& s = st();
     const int k = next_runnable(s.round_pos);
     from = &me().ctx;
@@ -349,27 +317,17 @@ EMU_UNCHECKED inline void yield() {
 }
 
 EMU_UNCHECKED inline void fiber_main() {
-  race::acquire(&st().launch_sync);  // after the host's writes before the block
   (*st().body)();
-  race::release(&st().launch_sync);  // before the host's reads after it
   me().done = true;
   yield();
 }
 
 EMU_UNCHECKED inline void block_barrier() {
   State& s = st();
-  Fiber* fp;
-  {
-    race::Unchecked unchecked;
-    fp = &me();
-  }
-  Fiber& f = *fp;
-  const void* sync = &s.block_sync[s.block_gen & 1];
-  race::release(sync);
+  Fiber& f = me();
   f.waiting = 1;
   f.gen = s.block_gen;
   while (s.block_gen == f.gen) yield();
-  race::acquire(sync);  // after every thread's accesses before this barrier (not the next one's)
 }
 
 // The lanes of the calling thread's warp that exist (a block's last warp may be partial).
@@ -379,20 +337,20 @@ inline unsigned warp_lanes(unsigned warp) {
 }
 
 // Waits until every lane of `mask` in the warp waits here too. A lane of the mask that has exited
-// can never arrive: on a GPU that hangs or reads garbage, here it is an error.
-EMU_UNCHECKED inline void warp_barrier(unsigned mask, const char* what) {
+// can never arrive: on a GPU that hangs or reads garbage, here it is an error. Only __syncwarp
+// orders the lanes' memory accesses (`orders_memory`); a shuffle's, ldmatrix's or mma's barrier
+// meets the lanes to exchange registers.
+EMU_UNCHECKED inline void warp_barrier(unsigned mask, const char* what, bool orders_memory = false) {
   State& s = st();
   Fiber& f = me();
   const unsigned warp = f.tid / 32;
   mask &= warp_lanes(warp);
   if (!(mask >> (f.tid % 32) & 1u)) die("%s: the calling lane %u is not in its mask 0x%08x", what, f.tid % 32, mask);
-  const void* sync = &s.warp_sync[2 * warp + (s.warp_gen[warp] & 1)];
-  race::release(sync);
   f.waiting = 2;
   f.warp_mask = mask;
+  f.orders_memory = orders_memory;
   f.gen = s.warp_gen[warp];
   while (s.warp_gen[warp] == f.gen) yield();
-  race::acquire(sync);  // after the warp's lanes' accesses before this barrier (not the next one's)
 }
 
 // Releases __syncthreads when every live thread waits there; true when it did.
@@ -402,6 +360,7 @@ EMU_UNCHECKED inline bool release_block_barrier() {
     if (!s.fibers[t].done && s.fibers[t].waiting != 1) return false;
   ++s.block_gen;
   for (unsigned t = 0; t < s.nthreads; ++t) s.fibers[t].waiting = 0;
+  race::detector().block_barrier();
   return true;
 }
 
@@ -410,10 +369,12 @@ EMU_UNCHECKED inline bool release_warp_barrier(unsigned w) {
   State& s = st();
   // The first waiting lane's mask decides; every lane of it must wait with the same mask.
   unsigned mask = 0;
+  bool orders_memory = false;
   for (unsigned l = 0; l < 32 && w * 32 + l < s.nthreads; ++l) {
     const Fiber& f = s.fibers[w * 32 + l];
     if (f.waiting == 2) {
       mask = f.warp_mask;
+      orders_memory = f.orders_memory;
       break;
     }
   }
@@ -432,6 +393,7 @@ EMU_UNCHECKED inline bool release_warp_barrier(unsigned w) {
   ++s.warp_gen[w];
   for (unsigned l = 0; l < 32; ++l)
     if (mask >> l & 1u) s.fibers[w * 32 + l].waiting = 0;
+  if (orders_memory) race::detector().warp_barrier(w);
   return true;
 }
 
@@ -479,9 +441,7 @@ EMU_UNCHECKED inline void order_threads(bool backward) {
 
 // Runs `body` once per thread of every block, the threads of a block as fibers taken warp by warp.
 EMU_UNCHECKED inline void run_grid(dim3 grid, dim3 block, const std::function<void()>& body) {
-  race::Unchecked unchecked;  // the host's side: the scheduler (the kernel runs on the fibers)
   State& s = st();
-  if (!s.main_ctx.race) s.main_ctx.race = race::this_fiber();
   const unsigned n = block.x * block.y * block.z;
   s.grid_dim = grid;
   s.block_dim = block;
@@ -489,12 +449,8 @@ EMU_UNCHECKED inline void run_grid(dim3 grid, dim3 block, const std::function<vo
   s.body = &body;
   if (s.fibers.size() < n) s.fibers.resize(n);
   for (unsigned t = 0; t < n; ++t)
-    if (!s.fibers[t].stack) {
-      s.fibers[t].stack = map_stack();
-      s.fibers[t].ctx.race = race::new_fiber();
-    }
+    if (!s.fibers[t].stack) s.fibers[t].stack = map_stack();
   s.warp_gen.assign((n + 31) / 32, 0);
-  s.warp_sync.assign(2 * s.warp_gen.size(), 0);
   s.slots.assign(size_t(n) * 16, 0);
   for (unsigned bz = 0; bz < grid.z; ++bz)
     for (unsigned by = 0; by < grid.y; ++by)
@@ -502,7 +458,7 @@ EMU_UNCHECKED inline void run_grid(dim3 grid, dim3 block, const std::function<vo
         s.block_idx = dim3(bx, by, bz);
         ++s.block_serial;
         if (s.dynamic_bytes) std::memset(s.dynamic, 0xFF, s.dynamic_bytes);
-        race::release(&s.launch_sync);
+        race::detector().block_started(unsigned(s.warp_gen.size()));
         for (unsigned t = 0; t < n; ++t) {
           Fiber& f = s.fibers[t];
           f.tid = t;
@@ -525,10 +481,7 @@ EMU_UNCHECKED inline void run_grid(dim3 grid, dim3 block, const std::function<vo
           }
           bool all_done = true;
           for (unsigned t = 0; t < n && all_done; ++t) all_done = s.fibers[t].done;
-          if (all_done) {
-            race::acquire(&s.launch_sync);
-            break;
-          }
+          if (all_done) break;
           if (release_block_barrier()) {
             if (schedule().random) order_threads(backward);
             continue;
@@ -586,22 +539,44 @@ inline void check_launch(const char* kernel, const LaunchConfig& c) {
   }
 }
 
-// Dynamic shared memory: an mmap'd region whose end touches a guard page, so that an access past
-// the launch's bytes (rounded up to 16) faults.
-inline unsigned char* map_dynamic_shared(size_t bytes) {
-  static unsigned char* region = nullptr;
-  static size_t region_bytes = 0;
-  const size_t page = size_t(::sysconf(_SC_PAGESIZE));
-  const size_t want = (kSharedPerBlockOptin + page - 1) / page * page;
-  if (!region) {
-    void* p = ::mmap(nullptr, want + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) die("cannot map dynamic shared memory");
-    region = static_cast<unsigned char*>(p);
-    region_bytes = want;
-    ::mprotect(region + want, page, PROT_NONE);
+// Shared memory, one mapping: every `__shared__` declaration's buffer first (each placed at its
+// first use, for good), then the launch's dynamic shared memory, whose end touches a guard page so
+// that an access past the launch's bytes (rounded up to 16) faults. One range, which the race
+// detector watches.
+class SharedMemory {
+ public:
+  static SharedMemory& get() {
+    static SharedMemory m;
+    return m;
   }
-  return region + region_bytes - (bytes + 15) / 16 * 16;
-}
+  unsigned char* dynamic(size_t bytes) const { return dynamic_end_ - (bytes + 15) / 16 * 16; }
+  unsigned char* place(size_t bytes, size_t align) {
+    used_ = (used_ + align - 1) / align * align;
+    if (used_ + bytes > kStaticBytes)
+      die("the kernels' __shared__ declarations need more than the emulator's %zu bytes for them "
+          "(kStaticBytes, shim/emu_core.h)", kStaticBytes);
+    unsigned char* p = base_ + used_;
+    used_ += bytes;
+    return p;
+  }
+
+ private:
+  static constexpr size_t kStaticBytes = 256 * 1024;
+  SharedMemory() {
+    const size_t page = size_t(::sysconf(_SC_PAGESIZE));
+    const size_t dynamic = (kSharedPerBlockOptin + page - 1) / page * page;
+    void* p = ::mmap(nullptr, kStaticBytes + dynamic + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+                     0);
+    if (p == MAP_FAILED) die("cannot map shared memory");
+    base_ = static_cast<unsigned char*>(p);
+    dynamic_end_ = base_ + kStaticBytes + dynamic;
+    ::mprotect(dynamic_end_, page, PROT_NONE);
+    race::detector().watch(base_, kStaticBytes + dynamic);
+  }
+  unsigned char* base_ = nullptr;
+  unsigned char* dynamic_end_ = nullptr;
+  size_t used_ = 0;
+};
 
 template <class F, class... A>
 void launch(const char* kernel, const LaunchConfig& c, F&& call, A&&... args) {
@@ -615,7 +590,7 @@ void launch(const char* kernel, const LaunchConfig& c, F&& call, A&&... args) {
   const std::function<void()> body = [&] { std::apply(call, saved); };
   s.inside = true;
   s.dynamic_bytes = c.shmem;
-  s.dynamic = map_dynamic_shared(c.shmem);
+  s.dynamic = SharedMemory::get().dynamic(c.shmem);
   static const bool trace = std::getenv("LATHE_EMU_TRACE") != nullptr;
   const auto t0 = std::chrono::steady_clock::now();
   run_grid(c.grid, c.block, body);
@@ -632,20 +607,18 @@ T* dynamic_shared() {
   return reinterpret_cast<T*>(st().dynamic);
 }
 
-// One `__shared__` declaration (Id from rewrite_cuda.py): one buffer, filled with 0xFF bytes
-// (NaN in every float type) when a block first reaches it.
+// One `__shared__` declaration (Id from rewrite_cuda.py): one buffer in shared memory, filled
+// with 0xFF bytes (NaN in every float type) when a block first reaches it. The fill stands for the
+// block's start, before any thread's access, so the race detector does not see it.
 template <class T, unsigned long long Id>
 EMU_UNCHECKED T& block_shared() {
-  race::Unchecked unchecked;
-  alignas(128) static unsigned char storage[sizeof(T)];
+  static unsigned char* const storage = SharedMemory::get().place(sizeof(T), std::max<size_t>(alignof(T), 128));
   static unsigned long long filled_for = 0;
   State& s = st();
   if (filled_for != s.block_serial) {
-    std::memset(storage, 0xFF, sizeof storage);
+    std::memset(storage, 0xFF, sizeof(T));
     filled_for = s.block_serial;
-    race::release(storage);  // the fill stands for the block's start: before every thread's use
   }
-  race::acquire(storage);
   return *reinterpret_cast<T*>(storage);
 }
 
@@ -681,7 +654,7 @@ V shuffle(unsigned mask, V v, Src src, const char* what) {
 #define gridDim (::emu::st().grid_dim)
 
 inline void __syncthreads() { emu::block_barrier(); }
-inline void __syncwarp(unsigned mask = 0xffffffffu) { emu::warp_barrier(mask, "__syncwarp"); }
+inline void __syncwarp(unsigned mask = 0xffffffffu) { emu::warp_barrier(mask, "__syncwarp", true); }
 inline void __threadfence() {}
 inline void __threadfence_block() {}
 inline void __threadfence_system() {}
@@ -741,47 +714,38 @@ inline unsigned __activemask() {
 template <class T>
 inline T __ldg(const T* p) { return *p; }
 
-// Atomics: fibers never run at the same time, so read-modify-write is atomic as written.
+// Atomics: fibers never run at the same time, so read-modify-write is atomic as written. Atomics
+// do not race with each other, so the race detector does not see them.
 template <class T>
-inline T atomicAdd(T* p, T v) {
-  emu::race::acquire(p);  // an atomic orders its users, as the race detector must know
+EMU_UNCHECKED inline T atomicAdd(T* p, T v) {
   T old = *p;
   *p = old + v;
-  emu::race::release(p);
   return old;
 }
 template <class T>
 inline T atomicSub(T* p, T v) { return atomicAdd(p, T(-v)); }
 template <class T>
-inline T atomicMax(T* p, T v) {
-  emu::race::acquire(p);
+EMU_UNCHECKED inline T atomicMax(T* p, T v) {
   T old = *p;
   *p = old < v ? v : old;
-  emu::race::release(p);
   return old;
 }
 template <class T>
-inline T atomicMin(T* p, T v) {
-  emu::race::acquire(p);
+EMU_UNCHECKED inline T atomicMin(T* p, T v) {
   T old = *p;
   *p = v < old ? v : old;
-  emu::race::release(p);
   return old;
 }
 template <class T>
-inline T atomicExch(T* p, T v) {
-  emu::race::acquire(p);
+EMU_UNCHECKED inline T atomicExch(T* p, T v) {
   T old = *p;
   *p = v;
-  emu::race::release(p);
   return old;
 }
 template <class T>
-inline T atomicCAS(T* p, T cmp, T v) {
-  emu::race::acquire(p);
+EMU_UNCHECKED inline T atomicCAS(T* p, T cmp, T v) {
   T old = *p;
   if (old == cmp) *p = v;
-  emu::race::release(p);
   return old;
 }
 

@@ -31,6 +31,7 @@
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <source_location>
 #include <type_traits>
 #include <vector>
 
@@ -48,8 +49,7 @@ struct LaneSlot {
   uint32_t a[4] = {}, b[2] = {};
 };
 
-EMU_UNCHECKED inline std::vector<LaneSlot>& slots() {
-  race::Unchecked unchecked;  // the vector's growth is the emulator's, not the kernel's
+inline std::vector<LaneSlot>& slots() {
   static std::vector<LaneSlot> s;
   const size_t n = st().fibers.size();
   if (s.size() < n) s.resize(n);
@@ -91,8 +91,7 @@ struct Pending {
   std::deque<std::vector<Copy>> groups;  // committed, oldest first
   unsigned long long block = 0;          // the block that issued them (State::block_serial)
 };
-EMU_UNCHECKED inline Pending& pending() {
-  race::Unchecked unchecked;
+inline Pending& pending() {
   static std::vector<Pending> p;
   const size_t n = st().fibers.size();
   if (p.size() < n) p.resize(n);
@@ -105,11 +104,21 @@ EMU_UNCHECKED inline Pending& pending() {
   }
   return mine;
 }
-inline void perform(const std::vector<Copy>& group) {
+// The copies land: writes to shared memory by the waiting thread, as of its wait (other threads
+// see them after the barrier that follows it).
+EMU_UNCHECKED inline void perform(const std::vector<Copy>& group, const std::source_location& where) {
   for (const Copy& c : group) {
+    race::write(c.dst, size_t(c.bytes), where);
     if (c.fill) std::memcpy(c.dst, c.src, size_t(c.bytes));
     else std::memset(c.dst, 0, size_t(c.bytes));
   }
+}
+// A copy issued: its destination may change from now until the wait, a write as of the issue
+// (a warp still reading that stage without a barrier before the refill races with it).
+EMU_UNCHECKED inline void issue(void* dst, const void* src, int bytes, bool fill, const std::source_location& where) {
+  race::write(dst, size_t(bytes), where);
+  std::memset(dst, 0xFF, size_t(bytes));
+  pending().open.push_back({dst, src, bytes, fill});
 }
 
 }  // namespace emu::mma
@@ -138,9 +147,12 @@ inline void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32
 }
 
 namespace emu_detail {
-inline void ldmatrix(uint32_t (&r)[4], const void* row, bool trans) {
+// Each lane's 16-byte row is its read of shared memory (checked by the race detector as that
+// lane's); the lanes then gather their elements from every lane's rows, unchecked.
+EMU_UNCHECKED inline void ldmatrix(uint32_t (&r)[4], const void* row, bool trans, const std::source_location& where) {
   auto& slots = emu::mma::slots();
   const unsigned me = emu::mma::thread_id();
+  emu::race::read(row, 16, where);
   slots[me].addr = static_cast<const unsigned char*>(row);
   emu::warp_barrier(0xffffffffu, "ldmatrix");
   const emu::mma::LaneSlot* warp = &slots[me & ~31u];
@@ -158,8 +170,15 @@ inline void ldmatrix(uint32_t (&r)[4], const void* row, bool trans) {
 }
 }  // namespace emu_detail
 
-inline void ldmatrix_x4(uint32_t (&r)[4], const void* row) { emu_detail::ldmatrix(r, row, false); }
-inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row) { emu_detail::ldmatrix(r, row, true); }
+// The calls the race detector sees name the kernel's line (`where`, the caller's).
+inline void ldmatrix_x4(uint32_t (&r)[4], const void* row,
+                        std::source_location where = std::source_location::current()) {
+  emu_detail::ldmatrix(r, row, false, where);
+}
+inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row,
+                              std::source_location where = std::source_location::current()) {
+  emu_detail::ldmatrix(r, row, true, where);
+}
 
 template <class T>
 inline uint32_t pack_rn(float lo, float hi) {
@@ -172,13 +191,13 @@ inline uint32_t pack_rn(float lo, float hi) {
   return uint32_t(lb) | (uint32_t(hb) << 16);
 }
 
-inline void cp_async_16(void* dst, const void* src, bool fill) {
-  std::memset(dst, 0xFF, 16);
-  emu::mma::pending().open.push_back({dst, src, 16, fill});
+inline void cp_async_16(void* dst, const void* src, bool fill,
+                        std::source_location where = std::source_location::current()) {
+  emu::mma::issue(dst, src, 16, fill, where);
 }
-inline void cp_async_4(void* dst, const void* src, bool fill) {
-  std::memset(dst, 0xFF, 4);
-  emu::mma::pending().open.push_back({dst, src, 4, fill});
+inline void cp_async_4(void* dst, const void* src, bool fill,
+                       std::source_location where = std::source_location::current()) {
+  emu::mma::issue(dst, src, 4, fill, where);
 }
 inline void cp_async_commit() {
   emu::mma::Pending& p = emu::mma::pending();
@@ -186,10 +205,10 @@ inline void cp_async_commit() {
   p.open.clear();
 }
 template <int N>
-inline void cp_async_wait() {
+inline void cp_async_wait(std::source_location where = std::source_location::current()) {
   emu::mma::Pending& p = emu::mma::pending();
   while (p.groups.size() > size_t(N)) {
-    emu::mma::perform(p.groups.front());
+    emu::mma::perform(p.groups.front(), where);
     p.groups.pop_front();
   }
 }
