@@ -49,8 +49,8 @@ struct LaneSlot {
   uint32_t a[4] = {}, b[2] = {};
 };
 
-inline std::vector<LaneSlot>& slots() {
-  static std::vector<LaneSlot> s;
+EMU_ACCESSOR Array<LaneSlot>& slots() {
+  static Array<LaneSlot> s;
   const size_t n = st().fibers.size();
   if (s.size() < n) s.resize(n);
   return s;
@@ -126,7 +126,7 @@ EMU_UNCHECKED inline void issue(void* dst, const void* src, int bytes, bool fill
 namespace lathe::cuda {
 
 template <class T>
-inline void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+EMU_UNCHECKED inline void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   static_assert(std::is_same_v<T, bf16_t> || std::is_same_v<T, f16_t>, "mma_16816 multiplies bf16 or f16");
   auto& slots = emu::mma::slots();
   const unsigned me = emu::mma::thread_id();
