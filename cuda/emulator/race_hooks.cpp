@@ -38,7 +38,7 @@ std::string thread_name(unsigned tid) {
 // `where` names the kernel's line when the shim reports its own access, else `pc` leads to it.
 [[noreturn]] void report(const Conflict& c, const void* p, const void* pc, const std::source_location* where) {
   const State& s = st();
-  const auto* byte = static_cast<const unsigned char*>(p) + (c.offset - detector().offset_of(p));
+  const auto* byte = static_cast<const unsigned char*>(p) + (c.offset - detector.offset_of(p));
   char byte_name[160];
   if (byte >= s.dynamic && byte < s.dynamic + s.dynamic_bytes)
     std::snprintf(byte_name, sizeof byte_name, "byte %zu of dynamic shared memory (%p)", size_t(byte - s.dynamic),
@@ -55,13 +55,12 @@ std::string thread_name(unsigned tid) {
 
 inline void check(const void* p, size_t bytes, bool write, const void* pc,
                   const std::source_location* where = nullptr) {
-  Detector& d = the_detector;
-  const size_t offset = d.offset_of(p);
-  if (__builtin_expect(!d.watches(offset), 1)) return;  // not shared memory: nearly every access
+  const size_t offset = detector.offset_of(p);
+  if (__builtin_expect(!detector.watches(offset), 1)) return;  // not shared memory: nearly every access
   const State& s = st();
   if (!s.inside || s.current < 0) return;
   Conflict c{};
-  if (!d.access(offset, bytes, unsigned(s.current), write, &c)) report(c, p, pc, where);
+  if (!detector.access(offset, bytes, unsigned(s.current), write, &c)) report(c, p, pc, where);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,15 @@ Outcome in_child(const std::function<void()>& f) {
   int status = 0;
   waitpid(pid, &status, 0);
   return {WIFEXITED(status) && WEXITSTATUS(status) == 0, text};
+}
+
+// Runs `launch` in a child process, which must stop the program with every one of `parts` in what
+// it wrote to stderr.
+void check_stops_with(const std::function<void()>& launch, std::initializer_list<std::string> parts) {
+  const Outcome r = in_child(launch);
+  INFO(r.stderr_text);
+  CHECK_FALSE(r.exited_normally);
+  for (const std::string& part : parts) CHECK_MESSAGE(r.stderr_text.find(part) != std::string::npos, part);
 }
 
 // ---- kernels ----
@@ -243,15 +253,12 @@ TEST_CASE("emulator: a missing barrier is a race, reported with the kernel, both
   std::vector<float> x(blocks * threads, 1.0f);
   DeviceArray<float> dx(x.size()), dout(blocks);
   cudaMemcpy(dx.p, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice);
-  const Outcome r = in_child([&] { block_sums_unsynchronised<<<blocks, threads>>>(dx.p, dout.p); });
-  INFO(r.stderr_text);
-  CHECK_FALSE(r.exited_normally);
   // Thread 0 runs first and reads partial[1] in its loop; thread 1 then stores its value there.
-  CHECK(r.stderr_text.find("emu: block_sums_unsynchronised: a race in shared memory: thread (1, 0, 0) writes a "
-                           "__shared__ array's byte at 0x") != std::string::npos);
-  CHECK(r.stderr_text.find("which thread (0, 0, 0) read with no barrier between them") != std::string::npos);
-  CHECK(r.stderr_text.find("test_emulator.cu:" + std::to_string(kUnsynchronisedStoreLine) + " (block (0, 0, 0)") !=
-        std::string::npos);
+  check_stops_with([&] { block_sums_unsynchronised<<<blocks, threads>>>(dx.p, dout.p); },
+                   {"emu: block_sums_unsynchronised: a race in shared memory: thread (1, 0, 0) writes a "
+                    "__shared__ array's byte at 0x",
+                    "which thread (0, 0, 0) read with no barrier between them",
+                    "test_emulator.cu:" + std::to_string(kUnsynchronisedStoreLine) + " (block (0, 0, 0)"});
 }
 
 TEST_CASE("emulator: __syncthreads orders a block's threads and __syncwarp a warp's lanes, a shuffle neither") {
@@ -259,25 +266,19 @@ TEST_CASE("emulator: __syncthreads orders a block's threads and __syncwarp a war
   across_warps<true><<<2, 64>>>(dout.p);
   const std::vector<float> synchronised = dout.host();
   for (int i = 0; i < 2 * 64; ++i) CHECK(synchronised[size_t(i)] == float((i % 64 + 32) % 64));
-  Outcome r = in_child([&] { across_warps<false><<<2, 64>>>(dout.p); });
-  INFO(r.stderr_text);
-  CHECK_FALSE(r.exited_normally);
   // Warp 0 runs first in block 0 and reads slots of warp 1 before their writers ran; warp 1 then
   // writes what it read.
-  CHECK(r.stderr_text.find("across_warps<false>: a race in shared memory: thread (32, 0, 0) writes") !=
-        std::string::npos);
-  CHECK(r.stderr_text.find("which thread (0, 0, 0) read") != std::string::npos);
+  check_stops_with([&] { across_warps<false><<<2, 64>>>(dout.p); },
+                   {"across_warps<false>: a race in shared memory: thread (32, 0, 0) writes",
+                    "which thread (0, 0, 0) read"});
 
   lanes_exchange<true><<<1, 32>>>(dout.p);
   const std::vector<float> lanes = dout.host();
   for (int l = 0; l < 32; ++l) CHECK(lanes[size_t(l)] == float(l ^ 1));
-  r = in_child([&] { lanes_exchange<false><<<1, 32>>>(dout.p); });
-  INFO(r.stderr_text);
-  CHECK_FALSE(r.exited_normally);
   // Lane 0 reads lane 1's slot, written before the shuffle that lane 0 waited at.
-  CHECK(r.stderr_text.find("lanes_exchange<false>: a race in shared memory: thread (0, 0, 0) reads") !=
-        std::string::npos);
-  CHECK(r.stderr_text.find("which thread (1, 0, 0) wrote") != std::string::npos);
+  check_stops_with([&] { lanes_exchange<false><<<1, 32>>>(dout.p); },
+                   {"lanes_exchange<false>: a race in shared memory: thread (0, 0, 0) reads",
+                    "which thread (1, 0, 0) wrote"});
 }
 
 TEST_CASE("emulator: cp.async writes from its issue to its wait, and another thread reads it after a barrier") {
@@ -288,21 +289,16 @@ TEST_CASE("emulator: cp.async writes from its issue to its wait, and another thr
   async_copies<true><<<1, 64>>>(dsrc.p, dout.p);
   std::vector<float> h = dout.host();
   for (int t = 0; t < 64; ++t) CHECK(h[size_t(t)] == float((t + 32) % 64));
-  Outcome r = in_child([&] { async_copies<false><<<1, 64>>>(dsrc.p, dout.p); });
-  INFO(r.stderr_text);
-  CHECK_FALSE(r.exited_normally);
-  CHECK(r.stderr_text.find("async_copies<false>: a race in shared memory:") != std::string::npos);
+  check_stops_with([&] { async_copies<false><<<1, 64>>>(dsrc.p, dout.p); },
+                   {"async_copies<false>: a race in shared memory:"});
 
   refilled_stage<true><<<1, 64>>>(dsrc.p, dout.p);
   h = dout.host();
   for (int t = 0; t < 64; ++t) CHECK(h[size_t(t)] == float((t + 32) % 64 + 64 + (t + 32) % 64));
-  r = in_child([&] { refilled_stage<false><<<1, 64>>>(dsrc.p, dout.p); });
-  INFO(r.stderr_text);
-  CHECK_FALSE(r.exited_normally);
   // Warp 0 runs on to its next round's copy; warp 1 then reads the slot being refilled.
-  CHECK(r.stderr_text.find("refilled_stage<false>: a race in shared memory: thread (32, 0, 0) reads") !=
-        std::string::npos);
-  CHECK(r.stderr_text.find("which thread (0, 0, 0) wrote") != std::string::npos);
+  check_stops_with([&] { refilled_stage<false><<<1, 64>>>(dsrc.p, dout.p); },
+                   {"refilled_stage<false>: a race in shared memory: thread (32, 0, 0) reads",
+                    "which thread (0, 0, 0) wrote"});
 }
 
 TEST_CASE("emulator: shared memory that no thread of the block wrote reads as NaN") {
@@ -408,25 +404,21 @@ TEST_CASE("emulator: __ldg, vector types, float atomicAdd, 16-bit conversions an
 
 TEST_CASE("emulator: over 48 KB of dynamic shared memory needs cudaFuncSetAttribute, over 227 KB fails") {
   DeviceArray<float> out(128);
-  const Outcome without = in_child([&] { uses_dynamic_shared<<<1, 128, 64 * 1024>>>(out.p); });
-  CHECK_FALSE(without.exited_normally);
-  CHECK(without.stderr_text.find("uses_dynamic_shared: 65536 bytes of dynamic shared memory, but the kernel allows "
-                                 "49152") != std::string::npos);
-  CHECK(without.stderr_text.find("cudaFuncSetAttribute(uses_dynamic_shared, cudaFuncAttributeMaxDynamicSharedMemorySize") !=
-        std::string::npos);
+  check_stops_with([&] { uses_dynamic_shared<<<1, 128, 64 * 1024>>>(out.p); },
+                   {"uses_dynamic_shared: 65536 bytes of dynamic shared memory, but the kernel allows 49152",
+                    "cudaFuncSetAttribute(uses_dynamic_shared, cudaFuncAttributeMaxDynamicSharedMemorySize"});
   const Outcome with = in_child([&] {
     if (cudaFuncSetAttribute(uses_dynamic_shared, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024) != cudaSuccess)
       _exit(3);
     uses_dynamic_shared<<<1, 128, 64 * 1024>>>(out.p);
   });
   CHECK_MESSAGE(with.exited_normally, with.stderr_text);
-  const Outcome too_much = in_child([&] {
-    cudaFuncSetAttribute(uses_dynamic_shared, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024);
-    uses_dynamic_shared<<<1, 128, 227 * 1024 + 1>>>(out.p);
-  });
-  CHECK_FALSE(too_much.exited_normally);
-  CHECK(too_much.stderr_text.find("232449 bytes of dynamic shared memory: an H100 has at most 232448 (227 KB) per block") !=
-        std::string::npos);
+  check_stops_with(
+      [&] {
+        cudaFuncSetAttribute(uses_dynamic_shared, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024);
+        uses_dynamic_shared<<<1, 128, 227 * 1024 + 1>>>(out.p);
+      },
+      {"232449 bytes of dynamic shared memory: an H100 has at most 232448 (227 KB) per block"});
   CHECK(cudaFuncSetAttribute(uses_dynamic_shared, cudaFuncAttributeMaxDynamicSharedMemorySize, 228 * 1024) ==
         cudaErrorInvalidValue);
   (void)cudaGetLastError();
@@ -434,35 +426,24 @@ TEST_CASE("emulator: over 48 KB of dynamic shared memory needs cudaFuncSetAttrib
 
 TEST_CASE("emulator: launch shapes past an H100's limits stop the program") {
   DeviceArray<float> out(2048);
-  const Outcome block = in_child([&] { uses_dynamic_shared<<<1, 1025, 2048>>>(out.p); });
-  CHECK_FALSE(block.exited_normally);
-  CHECK(block.stderr_text.find("block (1025, 1, 1): at most 1024 threads") != std::string::npos);
-  const Outcome grid = in_child([&] { uses_dynamic_shared<<<dim3(1, 65536), 32, 64>>>(out.p); });
-  CHECK_FALSE(grid.exited_normally);
-  CHECK(grid.stderr_text.find("grid (1, 65536, 1)") != std::string::npos);
+  check_stops_with([&] { uses_dynamic_shared<<<1, 1025, 2048>>>(out.p); },
+                   {"block (1025, 1, 1): at most 1024 threads"});
+  check_stops_with([&] { uses_dynamic_shared<<<dim3(1, 65536), 32, 64>>>(out.p); }, {"grid (1, 65536, 1)"});
 }
 
 TEST_CASE("emulator: a shuffle whose mask names a lane that exited stops the program") {
   DeviceArray<int> out(32);
-  const Outcome r = in_child([&] { shuffle_after_exit<<<1, 32>>>(out.p); });
-  INFO(r.stderr_text);
-  CHECK_FALSE(r.exited_normally);
-  CHECK(r.stderr_text.find("shuffle_after_exit: in block (0, 0, 0), warp 0: a warp-synchronous call") != std::string::npos);
-  CHECK(r.stderr_text.find("names lane 5 in its mask 0xffffffff, but that lane has exited") != std::string::npos);
+  check_stops_with([&] { shuffle_after_exit<<<1, 32>>>(out.p); },
+                   {"shuffle_after_exit: in block (0, 0, 0), warp 0: a warp-synchronous call",
+                    "names lane 5 in its mask 0xffffffff, but that lane has exited"});
 }
 
 TEST_CASE("emulator: threads waiting at barriers that cannot all complete are a deadlock") {
-  const Outcome r = in_child([] { mismatched_barriers<<<1, 64>>>(); });
-  INFO(r.stderr_text);
-  CHECK_FALSE(r.exited_normally);
-  CHECK(r.stderr_text.find("mismatched_barriers: deadlock: in block (0, 0, 0)") != std::string::npos);
+  check_stops_with([] { mismatched_barriers<<<1, 64>>>(); }, {"mismatched_barriers: deadlock: in block (0, 0, 0)"});
 }
 
 TEST_CASE("emulator: an access past the launch's dynamic shared memory faults with the kernel named") {
   DeviceArray<float> out(1);
-  const Outcome r = in_child([&] { past_dynamic_shared<<<1, 2, 64>>>(out.p); });
-  INFO(r.stderr_text);
-  CHECK_FALSE(r.exited_normally);
-  CHECK(r.stderr_text.find("emu: past_dynamic_shared: segmentation fault in block (0, 0, 0), thread (1, 0, 0)") !=
-        std::string::npos);
+  check_stops_with([&] { past_dynamic_shared<<<1, 2, 64>>>(out.p); },
+                   {"emu: past_dynamic_shared: segmentation fault in block (0, 0, 0), thread (1, 0, 0)"});
 }

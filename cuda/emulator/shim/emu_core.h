@@ -102,8 +102,7 @@ namespace emu {
 namespace race {
 // A plain global, not a function's static: the hooks reach it at every load and store without a
 // guard's check.
-inline Detector the_detector;
-inline Detector& detector() { return the_detector; }
+inline Detector detector;
 // The accesses the shim makes for a kernel (race_hooks.cpp): checked as the running thread's, a
 // report naming the kernel's line `where`.
 void read(const void* p, size_t bytes, const std::source_location& where);
@@ -388,7 +387,7 @@ EMU_UNCHECKED inline bool release_block_barrier() {
     if (!s.fibers[t].done && s.fibers[t].waiting != 1) return false;
   ++s.block_gen;
   for (unsigned t = 0; t < s.nthreads; ++t) s.fibers[t].waiting = 0;
-  race::detector().block_barrier();
+  race::detector.block_barrier();
   return true;
 }
 
@@ -421,7 +420,7 @@ EMU_UNCHECKED inline bool release_warp_barrier(unsigned w) {
   ++s.warp_gen[w];
   for (unsigned l = 0; l < 32; ++l)
     if (mask >> l & 1u) s.fibers[w * 32 + l].waiting = 0;
-  if (orders_memory) race::detector().warp_barrier(w);
+  if (orders_memory) race::detector.warp_barrier(w);
   return true;
 }
 
@@ -486,7 +485,7 @@ EMU_UNCHECKED inline void run_grid(dim3 grid, dim3 block, const std::function<vo
         s.block_idx = dim3(bx, by, bz);
         ++s.block_serial;
         if (s.dynamic_bytes) std::memset(s.dynamic, 0xFF, s.dynamic_bytes);
-        race::detector().block_started(unsigned(s.warp_gen.size()));
+        race::detector.block_started(unsigned(s.warp_gen.size()));
         for (unsigned t = 0; t < n; ++t) {
           Fiber& f = s.fibers[t];
           f.tid = t;
@@ -599,7 +598,7 @@ class SharedMemory {
     base_ = static_cast<unsigned char*>(p);
     dynamic_end_ = base_ + kStaticBytes + dynamic;
     ::mprotect(dynamic_end_, page, PROT_NONE);
-    race::detector().watch(base_, kStaticBytes + dynamic);
+    race::detector.watch(base_, kStaticBytes + dynamic);
   }
   unsigned char* base_ = nullptr;
   unsigned char* dynamic_end_ = nullptr;

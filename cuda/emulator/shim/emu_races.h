@@ -70,7 +70,7 @@ class Detector {
   bool access(size_t offset, size_t bytes, unsigned tid, bool write, Conflict* found) {
     const unsigned warp = tid / 32;
     const uint32_t we = warp_[warp];
-    for (size_t i = offset; i < offset + bytes && i < history_.size(); ++i) {
+    for (size_t i = offset; i < offset + bytes && i < span_; ++i) {
       ByteHistory& h = history_[i];
       unsigned other = kNobody;
       bool other_wrote = false;
