@@ -72,15 +72,27 @@ Edge edge_to(const Tensor& t) {
 }
 }  // namespace
 
-Tensor record(const char* name, Tensor out, std::vector<Tensor> inputs, BackwardFn backward) {
-  if (!needs_grad(inputs)) return out;
+namespace {
+Tensor attach(const char* name, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward,
+              FoldingBackwardFn folding) {
   std::vector<Edge> edges;
   edges.reserve(inputs.size());
   for (const Tensor& in : inputs) edges.push_back(edge_to(in));
-  std::shared_ptr<Node> node(new Node{name, std::move(edges), std::move(backward)}, delete_node);
+  std::shared_ptr<Node> node(new Node{name, std::move(edges), std::move(backward), std::move(folding)}, delete_node);
   out.impl_ptr()->grad_fn = std::move(node);
   out.impl_ptr()->requires_grad = true;
   return out;
+}
+}  // namespace
+
+Tensor record(const char* name, Tensor out, std::vector<Tensor> inputs, BackwardFn backward) {
+  if (!needs_grad(inputs)) return out;
+  return attach(name, std::move(out), inputs, std::move(backward), nullptr);
+}
+
+Tensor record_folding(const char* name, Tensor out, std::vector<Tensor> inputs, FoldingBackwardFn backward) {
+  if (!needs_grad(inputs)) return out;
+  return attach(name, std::move(out), inputs, nullptr, std::move(backward));
 }
 
 Tensor sum_to(const Tensor& grad, const Shape& shape) {
@@ -155,9 +167,24 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
       continue;
     }
     Node& node = *self.node;
-    LATHE_CHECK(node.backward != nullptr, "backward: the graph through '", node.name,
+    LATHE_CHECK(node.backward || node.folding, "backward: the graph through '", node.name,
                 "' was already freed; pass retain_graph=true to backward twice");
-    std::vector<Tensor> gin = node.backward(g);
+    std::vector<Tensor> gin;
+    if (node.folding) {
+      // Whatever has reached the first input so far leaves the map and comes back inside this
+      // node's gradient for it; a contribution arriving later is added as usual.
+      Tensor gathered;
+      if (!node.inputs.empty() && node.inputs[0].defined()) {
+        if (auto pending = grads.find(node.inputs[0].vertex()); pending != grads.end()) {
+          gathered = std::move(pending->second);
+          grads.erase(pending);
+        }
+      }
+      gin = node.folding(g, gathered);
+      if (!gin.empty() && !gin[0].defined()) gin[0] = std::move(gathered);  // it gave none: keep ours
+    } else {
+      gin = node.backward(g);
+    }
     g = Tensor();  // the output's gradient, often the largest tensor alive here
     LATHE_CHECK(gin.size() == node.inputs.size(), "backward of '", node.name, "' returned ",
                 gin.size(), " gradients for ", node.inputs.size(), " inputs");
@@ -171,6 +198,7 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
     }
     if (!retain_graph) {
       node.backward = nullptr;
+      node.folding = nullptr;
       node.inputs.clear();
     }
   }

@@ -16,6 +16,11 @@
 namespace lathe {
 
 using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_out)>;
+// A backward that also takes the gradient gathered so far for its first input (undefined if none
+// has arrived) and returns, for that input, the sum of it and its own: the norm of the residual
+// stream adds the stream's gradient in the pass that computes its own, where autograd would add
+// the two in a separate pass.
+using FoldingBackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_out, const Tensor& gathered)>;
 
 struct Node;
 
@@ -36,6 +41,7 @@ struct Node {
   const char* name;          // the op, for error messages and debugging
   std::vector<Edge> inputs;  // one entry per input; the backward returns grads in this order
   BackwardFn backward;       // returns one grad per input (undefined: no gradient)
+  FoldingBackwardFn folding;  // or this, which folds in the first input's gathered gradient
 };
 
 // Gradient mode is per thread. NoGradGuard turns it off for a scope (optimizer steps, eval).
@@ -59,6 +65,8 @@ bool needs_grad(const std::vector<Tensor>& inputs);
 // captures exactly what it reads (detached), and nothing else, so that the rest is freed with the
 // forward's locals. It must not capture `out` itself (a reference cycle): `out.detach()` instead.
 Tensor record(const char* name, Tensor out, std::vector<Tensor> inputs, BackwardFn backward);
+// The same, with a backward that folds in the gradient gathered for inputs[0] (FoldingBackwardFn).
+Tensor record_folding(const char* name, Tensor out, std::vector<Tensor> inputs, FoldingBackwardFn backward);
 
 // Backpropagation from `root` (see Tensor::backward).
 void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);

@@ -134,21 +134,27 @@ enum class FusedKernel {
   /* weight and bias (x's dtype) may be undefined; mean and rstd have shape x.shape[:-1] and dtype \
      f32 (f64 when x is f64, so that gradchecks see no f32 rounding). out has x's dtype, or a \
      16-bit one for an f32 x: the f32 stream normalised straight into the dtype of the product \
-     that reads it. */ \
-  K(void, layer_norm, (const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out, \
-                       const Tensor& mean, const Tensor& rstd)) \
-  /* gy has the forward output's dtype, gx, gweight and gbias x's; gweight/gbias may be undefined \
-     (no affine, or not needed). */ \
+     that reads it. With `residual` defined (x's shape; x's dtype, or 16 bits for an f32 x), the \
+     rows normalised are x + residual, written to `sum` (x's dtype) as add writes them: the \
+     residual stream's add fused into the norm that reads it. */ \
+  K(void, layer_norm, (const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias, \
+                       double eps, const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& sum)) \
+  /* x is the rows normalised (the forward's sum, with a residual); gy has the forward output's \
+     dtype, gx, gweight and gbias x's; gweight/gbias may be undefined (no affine, or not needed). \
+     With `gathered` defined (x's shape and dtype: the gradient the stream already holds), gx is \
+     gathered + the norm's own gradient, rounded to x's dtype in turn as add would. */ \
   K(void, layer_norm_backward, (const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd, \
-                                const Tensor& gy, const Tensor& gx, const Tensor& gweight, const Tensor& gbias)) \
+                                const Tensor& gy, const Tensor& gathered, const Tensor& gx, const Tensor& gweight, \
+                                const Tensor& gbias)) \
   /* RMSNorm of contiguous rows: weight may be undefined; rstd has shape x.shape[:-1] and dtype \
      f32 (f64 for f64 x), as layer_norm's statistics. out has x's dtype, or a 16-bit one for an \
-     f32 x, as layer_norm's. */ \
-  K(void, rms_norm, (const Tensor& x, const Tensor& weight, double eps, const Tensor& out, const Tensor& rstd)) \
+     f32 x; residual and sum as layer_norm's. */ \
+  K(void, rms_norm, (const Tensor& x, const Tensor& residual, const Tensor& weight, double eps, const Tensor& out, \
+                     const Tensor& rstd, const Tensor& sum)) \
   /* gy has the forward output's dtype, gx and gweight x's; gweight may be undefined (no weight, \
-     or not needed). */ \
+     or not needed); gathered as layer_norm_backward's. */ \
   K(void, rms_norm_backward, (const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& gy, \
-                              const Tensor& gx, const Tensor& gweight)) \
+                              const Tensor& gathered, const Tensor& gx, const Tensor& gweight)) \
   /* Rotary embeddings (core/ops/nn_rope.cpp): x and out [B, H, T, D], any strides with a unit \
      last one; cos and sin [T, D/2] contiguous, in x's compute type. `inverse` turns by the \
      opposite angles, which is the backward (a rotation's transpose is its inverse). */ \

@@ -84,6 +84,17 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 // out_dtype as layer_norm's: a 16-bit output of an f32 x, rounded once from the f32 result.
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-5,
                 std::optional<DType> out_dtype = std::nullopt);
+// The residual stream's add fused into the norm that reads it: `sum` is add(x, branch) and `normed`
+// its norm, both bitwise what add and the norm give, from one pass over the rows (branch of x's
+// shape, in x's dtype or 16 bits for an f32 x; other dtypes are added apart first). Both norms'
+// backwards also add the gradient their input already holds into their own, in the same pass.
+struct SumAndNorm {
+  Tensor sum, normed;
+};
+SumAndNorm add_layer_norm(const Tensor& x, const Tensor& branch, const Tensor& weight, const Tensor& bias,
+                          double eps = 1e-5, std::optional<DType> out_dtype = std::nullopt);
+SumAndNorm add_rms_norm(const Tensor& x, const Tensor& branch, const Tensor& weight, double eps = 1e-5,
+                        std::optional<DType> out_dtype = std::nullopt);
 // Rotary position embeddings in the rotate-half convention (GPT-NeoX, Llama, nanochat): each head
 // vector x of size D turns its halves (x1, x2) = (x[:D/2], x[D/2:]) by its position's angles,
 //   out = (x1 cos - x2 sin, x2 cos + x1 sin).

@@ -95,27 +95,37 @@ void launch_reduce(ReduceOp op, DT dtype, const void* x, int64_t K, int64_t R, b
 void launch_softmax(DT dtype, const void* x, void* y, int64_t rows, int64_t len, bool log, cudaStream_t s);
 void launch_softmax_backward(DT dtype, const void* y, const void* gy, void* gx, int64_t rows, int64_t len,
                              bool log, cudaStream_t s);
+// The residual branch a norm adds into its rows as it reads them: `branch` of branch_dtype (the
+// rows' dtype, or 16 bits for f32 rows), the sums written to `sum` in the rows' dtype, each rounded
+// as add rounds it. A null branch: the rows are normalised as they are.
+struct NormBranch {
+  DT branch_dtype;
+  const void* branch = nullptr;
+  void* sum = nullptr;
+};
 // x, w, b of `dtype` (w and b may be null), y of y_dtype (dtype, or 16-bit for f32 x); mean/rstd are
 // f64 when stat_f64, else f32.
-void launch_layer_norm(DT dtype, DT y_dtype, const void* x, const void* w, const void* b, double eps, void* y,
-                       void* mean, void* rstd, bool stat_f64, int64_t rows, int64_t len, cudaStream_t s);
+void launch_layer_norm(DT dtype, DT y_dtype, const void* x, NormBranch branch, const void* w, const void* b,
+                       double eps, void* y, void* mean, void* rstd, bool stat_f64, int64_t rows, int64_t len,
+                       cudaStream_t s);
 size_t layer_norm_backward_scratch_bytes(DT dtype, int64_t rows, int64_t len);
 // gy of gy_dtype (the forward's y_dtype), everything else of `dtype`; gw and gb may be null (not
-// wanted); w may be null (no affine weight).
+// wanted); w may be null (no affine weight). `gathered` (may be null): the gradient x already
+// holds, added into gx with each term rounded to `dtype` as add rounds it.
 void launch_layer_norm_backward(DT dtype, DT gy_dtype, const void* x, const void* w, const void* mean,
-                                const void* rstd, bool stat_f64, const void* gy, void* gx, void* gw, void* gb,
-                                int64_t rows, int64_t len, void* scratch, cudaStream_t s);
+                                const void* rstd, bool stat_f64, const void* gy, const void* gathered, void* gx,
+                                void* gw, void* gb, int64_t rows, int64_t len, void* scratch, cudaStream_t s);
 
 // RMSNorm: x and w of `dtype` (w may be null: no weight), y of y_dtype (dtype, or 16-bit for f32 x);
-// rstd is f64 when stat_f64, else f32.
-void launch_rms_norm(DT dtype, DT y_dtype, const void* x, const void* w, double eps, void* y, void* rstd,
-                     bool stat_f64, int64_t rows, int64_t len, cudaStream_t s);
+// rstd is f64 when stat_f64, else f32; branch as layer norm's.
+void launch_rms_norm(DT dtype, DT y_dtype, const void* x, NormBranch branch, const void* w, double eps, void* y,
+                     void* rstd, bool stat_f64, int64_t rows, int64_t len, cudaStream_t s);
 size_t rms_norm_backward_scratch_bytes(DT dtype, int64_t rows, int64_t len);
 // gy of gy_dtype (the forward's y_dtype), everything else of `dtype`; gw may be null (not wanted);
-// w may be null (no weight).
+// w may be null (no weight); gathered as layer norm's.
 void launch_rms_norm_backward(DT dtype, DT gy_dtype, const void* x, const void* w, const void* rstd, bool stat_f64,
-                              const void* gy, void* gx, void* gw, int64_t rows, int64_t len, void* scratch,
-                              cudaStream_t s);
+                              const void* gy, const void* gathered, void* gx, void* gw, int64_t rows, int64_t len,
+                              void* scratch, cudaStream_t s);
 
 // ---- rope.cu: rotary position embeddings ----
 // x and out are [B, H, T, D] with the strides given (in elements, unit last); cos and sin [T, D/2]

@@ -5,7 +5,9 @@
 // for f64), layer-norm statistics in f64 in two passes, 16-bit rows computed in f32; layer norm
 // may write an f32 row into 16 bits (and read its 16-bit gradient back into f32). Reductions
 // run in a fixed tree, so results repeat run to run; the layer-norm weight and bias gradients
-// are summed per fixed chunk of rows and the chunks combined in order (no atomics).
+// are summed per fixed chunk of rows and the chunks combined in order (no atomics). The norms may
+// add a residual branch into their rows as they read them, and their backwards the gradient the
+// rows already hold into their own (the residual stream's add and gradient sum, fused).
 #include "cuda/device_common.cuh"
 
 namespace lathe::cuda {
@@ -55,14 +57,37 @@ using stat_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 // Y: the output's element type, T or (for an f32 x) 16 bits: the f32 stream normalised straight into
 // the dtype of the product that reads it.
-template <class T, class Y>
-__global__ void layer_norm_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
-                                  double eps, Y* __restrict__ y, stat_t<T>* __restrict__ mean,
-                                  stat_t<T>* __restrict__ rstd, int64_t len) {
+// The row a norm reads: x's, or with a branch (of type B), x + branch rounded to T as add rounds
+// it, stored into `sum` and read back from there (by the thread that wrote each element).
+template <class T, class B>
+__device__ const T* norm_row(const T* x, const B* branch, T* sum, int64_t row, int64_t len) {
+  if (!branch) return x + row * len;
+  const T* xr = x + row * len;
+  const B* br = branch + row * len;
+  T* sr = sum + row * len;
+  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) sr[i] = from_c<T>(to_c(xr[i]) + to_c(br[i]));
+  return sr;
+}
+
+// The input's gradient: the norm's own (rounded to T) plus the gradient x already holds, if any,
+// as autograd's separate add would sum them: an add that is never contracted with the product
+// before it into a fused multiply-add (which rounds once, where the separate passes round twice).
+template <class T>
+__device__ T fold_gathered(compute_t<T> own, const T* gathered, int64_t i) {
+  if (!gathered) return from_c<T>(own);
+  const compute_t<T> a = to_c(gathered[i]), b = to_c(from_c<T>(own));
+  if constexpr (std::is_same_v<compute_t<T>, double>) return from_c<T>(__dadd_rn(a, b));
+  else return from_c<T>(__fadd_rn(a, b));
+}
+
+template <class T, class Y, class B>
+__global__ void layer_norm_kernel(const T* __restrict__ x, const B* branch, T* sum, const T* __restrict__ w,
+                                  const T* __restrict__ b, double eps, Y* __restrict__ y,
+                                  stat_t<T>* __restrict__ mean, stat_t<T>* __restrict__ rstd, int64_t len) {
   using C = compute_t<T>;
   __shared__ double shared[32];
   const int64_t row = blockIdx.x;
-  const T* xr = x + row * len;
+  const T* xr = norm_row(x, branch, sum, row, len);
   Y* yr = y + row * len;
   // Two passes in f64: the centred variance does not cancel catastrophically.
   double acc = 0;
@@ -92,7 +117,8 @@ __global__ void layer_norm_kernel(const T* __restrict__ x, const T* __restrict__
 template <class T, class G>
 __global__ void layer_norm_backward_kernel(const T* __restrict__ x, const T* __restrict__ w,
                                            const stat_t<T>* __restrict__ mean, const stat_t<T>* __restrict__ rstd,
-                                           const G* __restrict__ gy, T* __restrict__ gx, int64_t len) {
+                                           const G* __restrict__ gy, const T* __restrict__ gathered,
+                                           T* __restrict__ gx, int64_t len) {
   using C = compute_t<T>;
   __shared__ double shared[32];
   const int64_t row = blockIdx.x;
@@ -110,7 +136,8 @@ __global__ void layer_norm_backward_kernel(const T* __restrict__ x, const T* __r
   const C mean_g = C(sum_g / double(len)), mean_gx = C(sum_gx / double(len));
   for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
     const C xh = (to_c(xr[i]) - mu) * rs;
-    gx[row * len + i] = from_c<T>(rs * (to_c(gr[i]) * (w ? to_c(w[i]) : C(1)) - mean_g - xh * mean_gx));
+    const C own = rs * (to_c(gr[i]) * (w ? to_c(w[i]) : C(1)) - mean_g - xh * mean_gx);
+    gx[row * len + i] = fold_gathered<T>(own, gathered, row * len + i);
   }
 }
 
@@ -179,6 +206,20 @@ void dispatch_layer_norm(const char* op, DT dtype, DT y_dtype, Fn&& fn) {
   });
 }
 
+// The same for a forward with its residual branch: fn.template operator()<T, Y, B>(), B the branch's
+// element type (T, or 16 bits for an f32 x; T when there is no branch).
+template <class Fn>
+void dispatch_norm_forward(const char* op, DT dtype, DT y_dtype, NormBranch branch, Fn&& fn) {
+  dispatch_layer_norm(op, dtype, y_dtype, [&]<class T, class Y>() {
+    if (!branch.branch || branch.branch_dtype == dtype) return fn.template operator()<T, Y, T>();
+    if constexpr (std::is_same_v<T, float>) {
+      if (branch.branch_dtype == DT::bf16) return fn.template operator()<T, Y, bf16_t>();
+      if (branch.branch_dtype == DT::f16) return fn.template operator()<T, Y, f16_t>();
+    }
+    fail_dtype(op, branch.branch_dtype);
+  });
+}
+
 }  // namespace
 
 void launch_softmax(DT dtype, const void* x, void* y, int64_t rows, int64_t len, bool log, cudaStream_t s) {
@@ -200,14 +241,16 @@ void launch_softmax_backward(DT dtype, const void* y, const void* gy, void* gx, 
   check_launch("softmax_backward");
 }
 
-void launch_layer_norm(DT dtype, DT y_dtype, const void* x, const void* w, const void* b, double eps, void* y,
-                       void* mean, void* rstd, bool stat_f64, int64_t rows, int64_t len, cudaStream_t s) {
+void launch_layer_norm(DT dtype, DT y_dtype, const void* x, NormBranch branch, const void* w, const void* b,
+                       double eps, void* y, void* mean, void* rstd, bool stat_f64, int64_t rows, int64_t len,
+                       cudaStream_t s) {
   if (rows == 0) return;
   if (stat_f64 != (dtype == DT::f64)) fail_dtype("layer_norm (statistics must be f64 exactly for f64 input)", dtype);
-  dispatch_layer_norm("layer_norm", dtype, y_dtype, [&]<class T, class Y>() {
-    layer_norm_kernel<T, Y><<<unsigned(rows), row_threads(len), 0, s>>>(
-        static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b), eps, static_cast<Y*>(y),
-        static_cast<stat_t<T>*>(mean), static_cast<stat_t<T>*>(rstd), len);
+  dispatch_norm_forward("layer_norm", dtype, y_dtype, branch, [&]<class T, class Y, class B>() {
+    layer_norm_kernel<T, Y, B><<<unsigned(rows), row_threads(len), 0, s>>>(
+        static_cast<const T*>(x), static_cast<const B*>(branch.branch), static_cast<T*>(branch.sum),
+        static_cast<const T*>(w), static_cast<const T*>(b), eps, static_cast<Y*>(y), static_cast<stat_t<T>*>(mean),
+        static_cast<stat_t<T>*>(rstd), len);
   });
   check_launch("layer_norm");
 }
@@ -219,8 +262,8 @@ size_t layer_norm_backward_scratch_bytes(DT dtype, int64_t rows, int64_t len) {
 }
 
 void launch_layer_norm_backward(DT dtype, DT gy_dtype, const void* x, const void* w, const void* mean,
-                                const void* rstd, bool stat_f64, const void* gy, void* gx, void* gw, void* gb,
-                                int64_t rows, int64_t len, void* scratch, cudaStream_t s) {
+                                const void* rstd, bool stat_f64, const void* gy, const void* gathered, void* gx,
+                                void* gw, void* gb, int64_t rows, int64_t len, void* scratch, cudaStream_t s) {
   if (rows == 0) return;
   if (stat_f64 != (dtype == DT::f64))
     fail_dtype("layer_norm_backward (statistics must be f64 exactly for f64 input)", dtype);
@@ -231,7 +274,7 @@ void launch_layer_norm_backward(DT dtype, DT gy_dtype, const void* x, const void
     const G* gyt = static_cast<const G*>(gy);
     layer_norm_backward_kernel<T, G><<<unsigned(rows), row_threads(len), 0, s>>>(
         xt, static_cast<const T*>(w), static_cast<const S*>(mean), static_cast<const S*>(rstd), gyt,
-        static_cast<T*>(gx), len);
+        static_cast<const T*>(gathered), static_cast<T*>(gx), len);
     if (!gw && !gb) return;
     const int64_t chunk_rows = ln_chunk_rows(rows);
     const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
@@ -252,13 +295,13 @@ namespace {
 
 // The mean square in f64, as on the CPU (core/cpu/norm.cpp). Y: the output's element type (T, or
 // 16-bit for an f32 x).
-template <class T, class Y>
-__global__ void rms_norm_kernel(const T* __restrict__ x, const T* __restrict__ w, double eps, Y* __restrict__ y,
-                                stat_t<T>* __restrict__ rstd, int64_t len) {
+template <class T, class Y, class B>
+__global__ void rms_norm_kernel(const T* __restrict__ x, const B* branch, T* sum, const T* __restrict__ w, double eps,
+                                Y* __restrict__ y, stat_t<T>* __restrict__ rstd, int64_t len) {
   using C = compute_t<T>;
   __shared__ double shared[32];
   const int64_t row = blockIdx.x;
-  const T* xr = x + row * len;
+  const T* xr = norm_row(x, branch, sum, row, len);
   Y* yr = y + row * len;
   double acc = 0;
   for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
@@ -277,7 +320,7 @@ __global__ void rms_norm_kernel(const T* __restrict__ x, const T* __restrict__ w
 template <class T, class G>
 __global__ void rms_norm_backward_kernel(const T* __restrict__ x, const T* __restrict__ w,
                                          const stat_t<T>* __restrict__ rstd, const G* __restrict__ gy,
-                                         T* __restrict__ gx, int64_t len) {
+                                         const T* __restrict__ gathered, T* __restrict__ gx, int64_t len) {
   using C = compute_t<T>;
   __shared__ double shared[32];
   const int64_t row = blockIdx.x;
@@ -290,7 +333,8 @@ __global__ void rms_norm_backward_kernel(const T* __restrict__ x, const T* __res
   const C mean_gx = C(block_allreduce(acc, [](double a, double c) { return a + c; }, shared) / double(len));
   for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
     const C xh = to_c(xr[i]) * rs;
-    gx[row * len + i] = from_c<T>(rs * (to_c(gr[i]) * (w ? to_c(w[i]) : C(1)) - xh * mean_gx));
+    gx[row * len + i] = fold_gathered<T>(rs * (to_c(gr[i]) * (w ? to_c(w[i]) : C(1)) - xh * mean_gx), gathered,
+                                         row * len + i);
   }
 }
 
@@ -318,14 +362,14 @@ __global__ void rms_norm_weight_partials(const T* __restrict__ x, const stat_t<T
 
 }  // namespace
 
-void launch_rms_norm(DT dtype, DT y_dtype, const void* x, const void* w, double eps, void* y, void* rstd,
-                     bool stat_f64, int64_t rows, int64_t len, cudaStream_t s) {
+void launch_rms_norm(DT dtype, DT y_dtype, const void* x, NormBranch branch, const void* w, double eps, void* y,
+                     void* rstd, bool stat_f64, int64_t rows, int64_t len, cudaStream_t s) {
   if (rows == 0) return;
   if (stat_f64 != (dtype == DT::f64)) fail_dtype("rms_norm (statistics must be f64 exactly for f64 input)", dtype);
-  dispatch_layer_norm("rms_norm", dtype, y_dtype, [&]<class T, class Y>() {
-    rms_norm_kernel<T, Y><<<unsigned(rows), row_threads(len), 0, s>>>(
-        static_cast<const T*>(x), static_cast<const T*>(w), eps, static_cast<Y*>(y), static_cast<stat_t<T>*>(rstd),
-        len);
+  dispatch_norm_forward("rms_norm", dtype, y_dtype, branch, [&]<class T, class Y, class B>() {
+    rms_norm_kernel<T, Y, B><<<unsigned(rows), row_threads(len), 0, s>>>(
+        static_cast<const T*>(x), static_cast<const B*>(branch.branch), static_cast<T*>(branch.sum),
+        static_cast<const T*>(w), eps, static_cast<Y*>(y), static_cast<stat_t<T>*>(rstd), len);
   });
   check_launch("rms_norm");
 }
@@ -336,8 +380,8 @@ size_t rms_norm_backward_scratch_bytes(DT dtype, int64_t rows, int64_t len) {
 }
 
 void launch_rms_norm_backward(DT dtype, DT gy_dtype, const void* x, const void* w, const void* rstd, bool stat_f64,
-                              const void* gy, void* gx, void* gw, int64_t rows, int64_t len, void* scratch,
-                              cudaStream_t s) {
+                              const void* gy, const void* gathered, void* gx, void* gw, int64_t rows, int64_t len,
+                              void* scratch, cudaStream_t s) {
   if (rows == 0) return;
   if (stat_f64 != (dtype == DT::f64))
     fail_dtype("rms_norm_backward (statistics must be f64 exactly for f64 input)", dtype);
@@ -347,7 +391,8 @@ void launch_rms_norm_backward(DT dtype, DT gy_dtype, const void* x, const void* 
     const T* xt = static_cast<const T*>(x);
     const G* gyt = static_cast<const G*>(gy);
     rms_norm_backward_kernel<T, G><<<unsigned(rows), row_threads(len), 0, s>>>(
-        xt, static_cast<const T*>(w), static_cast<const S*>(rstd), gyt, static_cast<T*>(gx), len);
+        xt, static_cast<const T*>(w), static_cast<const S*>(rstd), gyt, static_cast<const T*>(gathered),
+        static_cast<T*>(gx), len);
     if (!gw) return;
     const int64_t chunk_rows = ln_chunk_rows(rows);
     const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;

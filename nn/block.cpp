@@ -52,20 +52,21 @@ Block::Block(int64_t C, int64_t H, bool bias, double p, std::shared_ptr<Generato
     : ln_1(make_norm(o.norm, C, o.norm_weight, bias, opt)),
       attn(C, H, bias, p, gen, opt, o.rotary, o.qk_norm),
       ln_2(make_norm(o.norm, C, o.norm_weight, bias, opt)),
-      mlp(C, bias, p, gen, opt, o.activation),
-      precision_(opt.precision) {
+      mlp(C, bias, p, gen, opt, o.activation) {
   register_module("ln_1", ln_1.get());
   register_module("attn", &attn);
   register_module("ln_2", ln_2.get());
   register_module("mlp", &mlp);
 }
 
-Tensor Block::forward(const Tensor& x_in, KVCache* cache) const {
-  // Each branch's output (16-bit in a 16-bit run) joins the f32 stream in the add, which widens it
-  // as it reads it.
-  Tensor x = precision_.cast(OpClass::residual, x_in);
-  x = add(x, attn.forward(ln_1->forward(x), cache));
-  return add(x, mlp.forward(ln_2->forward(x)));
+Tensor Block::forward(const Tensor& x, KVCache* cache) const { return forward(Residual{x, Tensor()}, cache).sum(); }
+
+Residual Block::forward(const Residual& x, KVCache* cache) const {
+  // The norms read the stream in the policy's residual dtype (f32); each branch's output (16-bit in
+  // a 16-bit run) joins it inside the next norm, which widens it as it reads it.
+  const auto [stream, h1] = ln_1->forward(x);
+  const auto [stream2, h2] = ln_2->forward(Residual{stream, attn.forward(h1, cache)});
+  return {stream2, mlp.forward(h2)};
 }
 
 }  // namespace lathe::nn

@@ -55,14 +55,14 @@ class Block : public Module {
   Block(int64_t n_embd, int64_t n_head, bool bias, double dropout, std::shared_ptr<Generator> gen,
         LayerOptions opt = {}, const BlockOptions& options = {});
   Tensor forward(const Tensor& x, KVCache* cache = nullptr) const;
+  // The same on a stream whose last branch is still pending, leaving the MLP's branch pending in
+  // turn: each add of the stream runs inside the norm that reads the sum next.
+  Residual forward(const Residual& x, KVCache* cache = nullptr) const;
 
   std::unique_ptr<Norm> ln_1;
   CausalSelfAttention attn;
   std::unique_ptr<Norm> ln_2;
   MLP mlp;
-
- private:
-  PolicyRef precision_;  // the residual stream stays in the policy's residual dtype (f32)
 };
 
 }  // namespace lathe::nn

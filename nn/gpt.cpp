@@ -115,7 +115,7 @@ void GPT::check_token_ids(const char* what, const Tensor& t, bool allow_ignore) 
               allow_ignore ? "; -1 marks a position to ignore" : "", ")");
 }
 
-Tensor GPT::hidden_states(const Tensor& idx, int64_t pos0, std::vector<KVCache>* caches) const {
+Residual GPT::hidden_states(const Tensor& idx, int64_t pos0, std::vector<KVCache>* caches) const {
   const int64_t T = idx.size(1);
   LATHE_CHECK(pos0 + T <= config_.block_size, "GPT: positions ", pos0, "..", pos0 + T - 1,
               " exceed block_size ", config_.block_size);
@@ -124,22 +124,21 @@ Tensor GPT::hidden_states(const Tensor& idx, int64_t pos0, std::vector<KVCache>*
   // Positions are consecutive, so their embeddings are a slice of wpe (a view, no gather). Rotary
   // embeddings act in attention instead, from the caches' lengths.
   if (transformer.wpe) x = add(x, p.cast(OpClass::embedding, transformer.wpe->weight.narrow(0, pos0, T)));
-  x = transformer.drop.forward(x);
-  for (size_t i = 0; i < transformer.h.size(); ++i)
-    x = transformer.h[i].forward(x, caches ? &(*caches)[i] : nullptr);
-  return x;
+  Residual r{transformer.drop.forward(x), Tensor()};
+  for (size_t i = 0; i < transformer.h.size(); ++i) r = transformer.h[i].forward(r, caches ? &(*caches)[i] : nullptr);
+  return r;
 }
 
-Tensor GPT::logits_of(const Tensor& hidden) const {
+Tensor GPT::logits_of(const Residual& hidden) const {
   // The classifier (and whoever reads the logits) works in the policy's loss dtype; so does the
   // soft-capping, in f32 arithmetic rounded once (bf16 logits in, bf16 capped logits out). Its
   // backward keeps the capped logits, so the classifier cannot write its gradient over them.
-  Tensor logits = precision_.policy->cast(OpClass::loss, lm_head.forward(transformer.ln_f->forward(hidden)));
+  Tensor logits = precision_.policy->cast(OpClass::loss, lm_head.forward(transformer.ln_f->forward(hidden).normed));
   return config_.logit_softcap > 0 ? softcap(logits, config_.logit_softcap) : logits;
 }
 
-Tensor GPT::last_logits(const Tensor& hidden) const {
-  const int64_t B = hidden.size(0), T = hidden.size(1);
+Tensor GPT::last_logits(const Residual& hidden) const {
+  const int64_t B = hidden.stream.size(0), T = hidden.stream.size(1);
   const PrecisionPolicy& p = *precision_.policy;
   return p.cast(OpClass::softmax, logits_of(hidden.narrow(1, T - 1, 1))).view({B, config_.vocab_size});
 }

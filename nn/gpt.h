@@ -202,15 +202,16 @@ class GPT : public Module {
  private:
   // The final hidden states [B, T, C] of idx placed at positions pos0 .. pos0 + T - 1; with
   // caches (one per block), keys and values are appended to them.
-  Tensor hidden_states(const Tensor& idx, int64_t pos0, std::vector<KVCache>* caches) const;
+  // The last block's MLP branch is left pending, for ln_f to add.
+  Residual hidden_states(const Tensor& idx, int64_t pos0, std::vector<KVCache>* caches) const;
   // Logits [B, V] of the last position of hidden states [B, T, C], in the policy's softmax dtype
   // (f32 in a 16-bit run), for sampling.
-  Tensor last_logits(const Tensor& hidden) const;
+  Tensor last_logits(const Residual& hidden) const;
   // Checks idx and targets (when defined) for forward and loss.
   void check_inputs(const Tensor& idx, const Tensor& targets) const;
   // Logits [B, T, V] of final hidden states: ln_f, lm_head, the soft-capping, in the policy's loss
   // dtype (bf16 in a bf16 run).
-  Tensor logits_of(const Tensor& hidden) const;
+  Tensor logits_of(const Residual& hidden) const;
 
   GPTConfig config_;
   std::shared_ptr<Generator> dropout_gen_;

@@ -46,6 +46,12 @@ Tensor Embedding::forward(const Tensor& ids) const { return embedding(weight, id
 
 // ---------------------------------------------------------------- LayerNorm, RMSNorm
 
+Tensor Residual::sum() const { return branch.defined() ? add(stream, branch) : stream; }
+
+Residual Residual::narrow(int64_t d, int64_t start, int64_t length) const {
+  return {stream.narrow(d, start, length), branch.defined() ? branch.narrow(d, start, length) : Tensor()};
+}
+
 Norm::Norm(const char* kind, int64_t d, double e, bool with_weight, LayerOptions opt)
     : dim(d), eps(e), precision_(opt.precision) {
   LATHE_CHECK(d > 0, kind, ": dim must be positive, got ", d);
@@ -77,11 +83,23 @@ Tensor LayerNorm::forward(const Tensor& x) const {
   return layer_norm(stream, weight, bias, eps, output_dtype(stream));
 }
 
+SumAndNorm LayerNorm::forward(const Residual& r) const {
+  const Tensor stream = input("LayerNorm", r.stream);
+  if (!r.branch.defined()) return {stream, layer_norm(stream, weight, bias, eps, output_dtype(stream))};
+  return add_layer_norm(stream, r.branch, weight, bias, eps, output_dtype(stream));
+}
+
 RMSNorm::RMSNorm(int64_t d, bool with_weight, double e, LayerOptions opt) : Norm("RMSNorm", d, e, with_weight, opt) {}
 
 Tensor RMSNorm::forward(const Tensor& x) const {
   const Tensor stream = input("RMSNorm", x);
   return rms_norm(stream, weight, eps, output_dtype(stream));
+}
+
+SumAndNorm RMSNorm::forward(const Residual& r) const {
+  const Tensor stream = input("RMSNorm", r.stream);
+  if (!r.branch.defined()) return {stream, rms_norm(stream, weight, eps, output_dtype(stream))};
+  return add_rms_norm(stream, r.branch, weight, eps, output_dtype(stream));
 }
 
 const char* norm_kind_name(NormKind k) { return k == NormKind::rms_norm ? "rms_norm" : "layer_norm"; }

@@ -8,6 +8,7 @@
 
 #include <memory>
 
+#include "core/ops.h"
 #include "core/random.h"
 #include "nn/functional.h"
 #include "nn/module.h"
@@ -71,9 +72,23 @@ class Embedding : public Module {
 // A normalisation over the last dim, so that a model's norms (GPT's ln_1, ln_2, ln_f) may be either
 // kind behind one interface. Both read the f32 stream, keep f32 statistics, and write the policy's
 // layer_norm dtype: 16 bits in a 16-bit run, the dtype of the product that reads the output.
+// The residual stream with the last branch not yet added to it, so that the add runs inside the
+// norm that reads the stream next (add_layer_norm, add_rms_norm): stream + branch is the stream.
+struct Residual {
+  Tensor stream;
+  Tensor branch;  // undefined: nothing pending
+  // The stream itself, for a reader other than a norm.
+  Tensor sum() const;
+  // Positions [start, start + length) of dim `d` of both parts.
+  Residual narrow(int64_t d, int64_t start, int64_t length) const;
+};
+
 class Norm : public Module {
  public:
   virtual Tensor forward(const Tensor& x) const = 0;
+  // The stream with its pending branch added, and its norm: both in one pass over the rows, each
+  // bitwise what add and forward give.
+  virtual SumAndNorm forward(const Residual& r) const = 0;
 
   int64_t dim;
   double eps;
@@ -96,6 +111,7 @@ class LayerNorm : public Norm {
   // Without `weight`, the norm is not scaled (no weight parameter at all).
   LayerNorm(int64_t dim, bool bias = true, double eps = 1e-5, LayerOptions opt = {}, bool weight = true);
   Tensor forward(const Tensor& x) const override;
+  SumAndNorm forward(const Residual& r) const override;
 
   Tensor bias;  // [dim], zeros; undefined without bias
 };
@@ -105,6 +121,7 @@ class RMSNorm : public Norm {
  public:
   RMSNorm(int64_t dim, bool weight = true, double eps = 1e-5, LayerOptions opt = {});
   Tensor forward(const Tensor& x) const override;
+  SumAndNorm forward(const Residual& r) const override;
 };
 
 enum class NormKind { layer_norm, rms_norm };

@@ -21,6 +21,7 @@
 #include "core/ops.h"
 #include "nn/gpt.h"
 #include "tests/gpu_cases.h"
+#include "tests/residual_norm_cases.h"
 
 using namespace lathe;
 using lathe::testing::gpu_count;
@@ -690,6 +691,20 @@ TEST_CASE("cuda: rms_norm forward and backward, with and without weight, determi
           CHECK(same_values(g[i], g2[i]));
         }
       }
+    }
+  }
+}
+
+TEST_CASE("cuda: add_layer_norm and add_rms_norm bitwise the add and the norm apart, and the CPU's within tolerance") {
+  GPU_CASE();
+  for (const testing::ResidualNormCase& c : testing::residual_norm_cases()) {
+    const std::vector<Tensor> g = testing::check_residual_norm(c, kGpu, 11);
+    const std::vector<Tensor> want = testing::check_residual_norm(c, kCpu, 11);
+    const char* names[] = {"sum", "normed", "grad x", "grad branch", "grad weight", "grad bias"};
+    for (size_t i = 0; i < g.size(); ++i) {
+      if (!g[i].defined() || g[i].numel() == 0) continue;
+      INFO(testing::describe(c), ": ", std::string(names[i]));
+      CHECK(nmse(g[i], want[i]) <= tolerance(g[i].dtype()));
     }
   }
 }

@@ -4,7 +4,9 @@
 // one thread with deterministic lane sums (row_math.h), so results never depend on threads.
 // 16-bit rows are widened to f32 (WideRow); row statistics accumulate in f64. Layer norm also
 // reads an f32 row into a 16-bit output (and a 16-bit gradient back into f32), so that a 16-bit run
-// normalises its f32 stream for the product that follows without a cast of its own.
+// normalises its f32 stream for the product that follows without a cast of its own. A norm may also
+// add a residual branch into the stream as it reads it, and fold the stream's gradient into its
+// own, so that the residual add and the gradient's sum take no passes of their own.
 #include <cmath>
 
 #include "core/cpu/loops.h"
@@ -96,24 +98,105 @@ std::vector<typename compute_type<T>::type> widened_or(const Tensor& p, int64_t 
   return v;
 }
 
+// The rows a norm reads: x's, or with a branch (of element type B: T, or 16 bits for an f32 x),
+// x + branch rounded to T as add rounds it, stored into `sum` on the way: the residual stream's add
+// fused into the norm that reads it. An f32 or f64 sum is read back from `sum` itself.
+template <class T, class B>
+class NormInput {
+ public:
+  using C = typename compute_type<T>::type;
+  NormInput(const Tensor& x, const Tensor& branch, const Tensor& sum, int64_t len)
+      : px_(static_cast<const T*>(x.data_ptr())), len_(len), xin_(len) {
+    if (!branch.defined()) return;
+    pb_ = static_cast<const B*>(branch.data_ptr());
+    psum_ = static_cast<T*>(sum.data_ptr());
+    if constexpr (!std::is_same_v<T, C>) h_.resize(size_t(len));
+    if constexpr (!std::is_same_v<B, C>) wide_.resize(size_t(len));
+  }
+  const C* row(int64_t r) {
+    const C* xr = xin_.read(px_ + r * len_);
+    if (!pb_) return xr;
+    const C* br = branch_row(r);
+    T* sr = psum_ + r * len_;
+    if constexpr (std::is_same_v<T, C>) {
+      for (int64_t i = 0; i < len_; ++i) sr[i] = xr[i] + br[i];
+      return sr;
+    } else {
+      for (int64_t i = 0; i < len_; ++i) {
+        sr[i] = static_cast<T>(xr[i] + br[i]);
+        h_[size_t(i)] = static_cast<C>(sr[i]);
+      }
+      return h_.data();
+    }
+  }
+
+ private:
+  const C* branch_row(int64_t r) {
+    if constexpr (std::is_same_v<B, C>) {
+      return pb_ + r * len_;
+    } else {
+      cpu::widen(pb_ + r * len_, wide_.data(), len_);
+      return wide_.data();
+    }
+  }
+
+  const T* px_;
+  int64_t len_;
+  WideRow<T> xin_;
+  const B* pb_ = nullptr;
+  T* psum_ = nullptr;
+  std::vector<C> h_, wide_;
+};
+
+// The input's gradient row `o` (the norm's own, about to be stored as T) plus the gradient the
+// input already holds, each term rounded to T first as autograd's separate add would see them. A
+// pass of its own after the row is written: within one expression the compiler would contract the
+// last product of `o` and this add into one fused multiply-add, rounding differently.
+template <class T>
+void fold_gathered(typename compute_type<T>::type* o, const typename compute_type<T>::type* gathered, int64_t n) {
+  using C = typename compute_type<T>::type;
+  for (int64_t k = 0; k < n; ++k) o[k] = gathered[k] + static_cast<C>(static_cast<T>(o[k]));
+}
+
+// Calls fn.template operator()<B>() for the element type B of a norm's branch: T's when there is
+// none, or 16 bits for an f32 T.
+template <class T, class Fn>
+void dispatch_branch(const Tensor& branch, Fn&& fn) {
+  if (!branch.defined() || branch.dtype() == dtype_of<T>()) return fn.template operator()<T>();
+  if constexpr (std::is_same_v<T, float>) {
+    if (branch.dtype() == DType::bf16) return fn.template operator()<bf16>();
+    if (branch.dtype() == DType::f16) return fn.template operator()<f16>();
+  }
+  LATHE_FAIL("norm: no kernel adds a ", dtype_name(branch.dtype()), " branch to ", dtype_name(dtype_of<T>()), " rows");
+}
+
+// The stat type S of the saved mean and rstd: f64 for f64 input, else f32.
+template <class T>
+using stat_of = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+void check_stat_dtype(const char* op, const Tensor& x, const Tensor& stat) {
+  const DType want = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  LATHE_CHECK(stat.dtype() == want, op, ": statistics ", stat.desc(), " must be ", dtype_name(want), " for the input ",
+              x.desc());
+}
+
 // T: the input's element type; Y: the output's (T, or 16-bit for an f32 input); S: the type of the
 // saved mean and rstd (f32, or f64 for f64 inputs).
-template <class T, class Y, class S>
-void layer_norm_rows(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
-                     const Tensor& out, const Tensor& mean, const Tensor& rstd) {
+template <class T, class Y, class S, class B>
+void layer_norm_rows(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias, double eps,
+                     const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& sum) {
   using C = typename compute_type<T>::type;
   const Rows rows = rows_of(x);
   const int64_t R = rows.rows, D = rows.len;  // not a structured binding: clang 14 cannot capture those
   const auto w = widened_or<T>(weight, D, 1.0), b = widened_or<T>(bias, D, 0.0);
-  const T* px = static_cast<const T*>(x.data_ptr());
   Y* py = static_cast<Y*>(out.data_ptr());
   S* pm = static_cast<S*>(mean.data_ptr());
   S* pr = static_cast<S*>(rstd.data_ptr());
   parallel_split(R, rows_per_chunk(D), [&](int64_t r0, int64_t r1) {
-    WideRow<T> xin(D);
+    NormInput<T, B> xin(x, residual, sum, D);
     WideRow<Y> yout(D);
     for (int64_t r = r0; r < r1; ++r) {
-      const C* xr = xin.read(px + r * D);
+      const C* xr = xin.row(r);
       // Two passes in f64: the centred variance does not cancel catastrophically.
       const double mu = cpu::row_sum<double>(xr, D) / double(D);
       const double var = cpu::row_sq_dev<double>(xr, mu, D) / double(D);
@@ -134,7 +217,7 @@ void layer_norm_rows(const Tensor& x, const Tensor& weight, const Tensor& bias, 
 // G: the element type of gy (the forward output's); everything else is T's.
 template <class T, class G, class S>
 void layer_norm_backward_rows(const Tensor& x, const Tensor& weight, const Tensor& mean,
-                              const Tensor& rstd, const Tensor& gy, const Tensor& gx,
+                              const Tensor& rstd, const Tensor& gy, const Tensor& gathered, const Tensor& gx,
                               const Tensor& gweight, const Tensor& gbias) {
   using C = typename compute_type<T>::type;
   const Rows rows = rows_of(x);
@@ -147,11 +230,12 @@ void layer_norm_backward_rows(const Tensor& x, const Tensor& weight, const Tenso
 
   const T* px = static_cast<const T*>(x.data_ptr());
   const G* pg = static_cast<const G*>(gy.data_ptr());
+  const T* pgath = gathered.defined() ? static_cast<const T*>(gathered.data_ptr()) : nullptr;
   T* pgx = static_cast<T*>(gx.data_ptr());
   const S* pm = static_cast<const S*>(mean.data_ptr());
   const S* pr = static_cast<const S*>(rstd.data_ptr());
   parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
-    WideRow<T> xin(D), gout(D);
+    WideRow<T> xin(D), gout(D), gathered_in(D);
     WideRow<G> gin(D);
     for (int64_t c = c0; c < c1; ++c) {
       C* cw = want_w ? &part_w[size_t(c * D)] : nullptr;
@@ -180,6 +264,7 @@ void layer_norm_backward_rows(const Tensor& x, const Tensor& weight, const Tenso
           const C xh = (xr[k] - mu) * rs;
           o[k] = rs * (gr[k] * w[size_t(k)] - mean_g - xh * mean_gx);
         }
+        if (pgath) fold_gathered<T>(o, gathered_in.read(pgath + r * D), D);
         gout.write_back(pgx + r * D);
         if (cw)
           for (int64_t k = 0; k < D; ++k) cw[k] += gr[k] * ((xr[k] - mu) * rs);
@@ -234,29 +319,30 @@ void dispatch_layer_norm(const char* op, const Tensor& x, DType out_dtype, Fn&& 
 
 }  // namespace
 
-void CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
-                            const Tensor& out, const Tensor& mean, const Tensor& rstd) {
-  profile::KernelScope scope("layer_norm");
-  Tensor xc = x.contiguous();
+void CpuBackend::layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                            double eps, const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& sum) {
+  profile::KernelScope scope(residual.defined() ? "add_layer_norm" : "layer_norm");
+  check_stat_dtype("layer_norm", x, mean);
+  Tensor xc = x.contiguous(), rc = residual.defined() ? residual.contiguous() : residual;
   Tensor wc = weight.defined() ? weight.contiguous() : weight;
   Tensor bc = bias.defined() ? bias.contiguous() : bias;
   dispatch_layer_norm("layer_norm", x, out.dtype(), [&]<class T, class Y>() {
-    if (mean.dtype() == DType::f64) layer_norm_rows<T, Y, double>(xc, wc, bc, eps, out, mean, rstd);
-    else layer_norm_rows<T, Y, float>(xc, wc, bc, eps, out, mean, rstd);
+    dispatch_branch<T>(rc, [&]<class B>() {
+      layer_norm_rows<T, Y, stat_of<T>, B>(xc, rc, wc, bc, eps, out, mean, rstd, sum);
+    });
   });
 }
 
 void CpuBackend::layer_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& mean,
-                                     const Tensor& rstd, const Tensor& gy, const Tensor& gx,
+                                     const Tensor& rstd, const Tensor& gy, const Tensor& gathered, const Tensor& gx,
                                      const Tensor& gweight, const Tensor& gbias) {
   profile::KernelScope scope("layer_norm_backward");
+  check_stat_dtype("layer_norm", x, mean);
   Tensor xc = x.contiguous(), gc = gy.contiguous();
   Tensor wc = weight.defined() ? weight.contiguous() : weight;
+  Tensor ac = gathered.defined() ? gathered.contiguous() : gathered;
   dispatch_layer_norm("layer_norm_backward", x, gy.dtype(), [&]<class T, class G>() {
-    if (mean.dtype() == DType::f64)
-      layer_norm_backward_rows<T, G, double>(xc, wc, mean, rstd, gc, gx, gweight, gbias);
-    else
-      layer_norm_backward_rows<T, G, float>(xc, wc, mean, rstd, gc, gx, gweight, gbias);
+    layer_norm_backward_rows<T, G, stat_of<T>>(xc, wc, mean, rstd, gc, ac, gx, gweight, gbias);
   });
 }
 
@@ -266,20 +352,20 @@ namespace {
 
 // Y: the output's element type (T, or 16-bit for an f32 input); S: the type of the saved rstd (f32,
 // or f64 for f64 inputs). The mean square accumulates in f64.
-template <class T, class Y, class S>
-void rms_norm_rows(const Tensor& x, const Tensor& weight, double eps, const Tensor& out, const Tensor& rstd) {
+template <class T, class Y, class S, class B>
+void rms_norm_rows(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps, const Tensor& out,
+                   const Tensor& rstd, const Tensor& sum) {
   using C = typename compute_type<T>::type;
   const Rows rows = rows_of(x);
   const int64_t R = rows.rows, D = rows.len;  // not a structured binding: clang 14 cannot capture those
   const auto w = widened_or<T>(weight, D, 1.0);
-  const T* px = static_cast<const T*>(x.data_ptr());
   Y* py = static_cast<Y*>(out.data_ptr());
   S* pr = static_cast<S*>(rstd.data_ptr());
   parallel_split(R, rows_per_chunk(D), [&](int64_t r0, int64_t r1) {
-    WideRow<T> xin(D);
+    NormInput<T, B> xin(x, residual, sum, D);
     WideRow<Y> yout(D);
     for (int64_t r = r0; r < r1; ++r) {
-      const C* xr = xin.read(px + r * D);
+      const C* xr = xin.row(r);
       const double rs = 1.0 / std::sqrt(cpu::row_dot<double>(xr, xr, D) / double(D) + eps);
       pr[r] = S(rs);
       const C s = C(rs);
@@ -297,7 +383,7 @@ void rms_norm_rows(const Tensor& x, const Tensor& weight, double eps, const Tens
 // is T's.
 template <class T, class G, class S>
 void rms_norm_backward_rows(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& gy,
-                            const Tensor& gx, const Tensor& gweight) {
+                            const Tensor& gathered, const Tensor& gx, const Tensor& gweight) {
   using C = typename compute_type<T>::type;
   const Rows rows = rows_of(x);
   const int64_t R = rows.rows, D = rows.len;  // not a structured binding: clang 14 cannot capture those
@@ -309,10 +395,11 @@ void rms_norm_backward_rows(const Tensor& x, const Tensor& weight, const Tensor&
 
   const T* px = static_cast<const T*>(x.data_ptr());
   const G* pg = static_cast<const G*>(gy.data_ptr());
+  const T* pgath = gathered.defined() ? static_cast<const T*>(gathered.data_ptr()) : nullptr;
   T* pgx = static_cast<T*>(gx.data_ptr());
   const S* pr = static_cast<const S*>(rstd.data_ptr());
   parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
-    WideRow<T> xin(D), gout(D);
+    WideRow<T> xin(D), gout(D), gathered_in(D);
     WideRow<G> gin(D);
     for (int64_t c = c0; c < c1; ++c) {
       C* cw = want_w ? &part_w[size_t(c * D)] : nullptr;
@@ -329,6 +416,7 @@ void rms_norm_backward_rows(const Tensor& x, const Tensor& weight, const Tensor&
         const C mean_gx = C(sum_gx / double(D));
         C* o = gout.target(pgx + r * D);
         for (int64_t k = 0; k < D; ++k) o[k] = rs * (gr[k] * w[size_t(k)] - (xr[k] * rs) * mean_gx);
+        if (pgath) fold_gathered<T>(o, gathered_in.read(pgath + r * D), D);
         gout.write_back(pgx + r * D);
         if (cw)
           for (int64_t k = 0; k < D; ++k) cw[k] += gr[k] * (xr[k] * rs);
@@ -347,24 +435,26 @@ void rms_norm_backward_rows(const Tensor& x, const Tensor& weight, const Tensor&
 
 }  // namespace
 
-void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, double eps, const Tensor& out, const Tensor& rstd) {
-  profile::KernelScope scope("rms_norm");
-  Tensor xc = x.contiguous();
+void CpuBackend::rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps,
+                          const Tensor& out, const Tensor& rstd, const Tensor& sum) {
+  profile::KernelScope scope(residual.defined() ? "add_rms_norm" : "rms_norm");
+  check_stat_dtype("rms_norm", x, rstd);
+  Tensor xc = x.contiguous(), rc = residual.defined() ? residual.contiguous() : residual;
   Tensor wc = weight.defined() ? weight.contiguous() : weight;
   dispatch_layer_norm("rms_norm", x, out.dtype(), [&]<class T, class Y>() {
-    if (rstd.dtype() == DType::f64) rms_norm_rows<T, Y, double>(xc, wc, eps, out, rstd);
-    else rms_norm_rows<T, Y, float>(xc, wc, eps, out, rstd);
+    dispatch_branch<T>(rc, [&]<class B>() { rms_norm_rows<T, Y, stat_of<T>, B>(xc, rc, wc, eps, out, rstd, sum); });
   });
 }
 
 void CpuBackend::rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& gy,
-                                   const Tensor& gx, const Tensor& gweight) {
+                                   const Tensor& gathered, const Tensor& gx, const Tensor& gweight) {
   profile::KernelScope scope("rms_norm_backward");
+  check_stat_dtype("rms_norm", x, rstd);
   Tensor xc = x.contiguous(), gc = gy.contiguous();
   Tensor wc = weight.defined() ? weight.contiguous() : weight;
+  Tensor ac = gathered.defined() ? gathered.contiguous() : gathered;
   dispatch_layer_norm("rms_norm_backward", x, gy.dtype(), [&]<class T, class G>() {
-    if (rstd.dtype() == DType::f64) rms_norm_backward_rows<T, G, double>(xc, wc, rstd, gc, gx, gweight);
-    else rms_norm_backward_rows<T, G, float>(xc, wc, rstd, gc, gx, gweight);
+    rms_norm_backward_rows<T, G, stat_of<T>>(xc, wc, rstd, gc, ac, gx, gweight);
   });
 }
 

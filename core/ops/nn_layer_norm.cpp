@@ -1,54 +1,73 @@
 // Layer normalisation over the last dim, with optional elementwise weight and bias; backward beside.
 // An f32 input may be normalised into a 16-bit output (the next product's input in a 16-bit run):
 // the backward then reads a 16-bit gradient and gives the input an f32 one, with no cast between.
-#include "core/autograd.h"
-#include "core/ops.h"
+// add_layer_norm adds a residual branch into the stream as the kernel reads it (norm_residual.h).
+#include "core/ops/norm_residual.h"
 
 namespace lathe {
 
-Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
-                  std::optional<DType> out_dtype) {
-  check_same_device("layer_norm", {x, weight, bias});
-  check_floating("layer_norm", x);
-  LATHE_CHECK(x.dim() >= 1 && x.shape().back() > 0, "layer_norm: input needs a non-empty last dim, got ",
-              x.desc());
+namespace {
+
+// The norm of x, or with a branch, of x + branch (the sum returned beside it).
+SumAndNorm layer_norm_of(const Tensor& x, const Tensor& branch, const Tensor& weight, const Tensor& bias,
+                         double eps, std::optional<DType> out_dtype) {
+  const char* op = branch.defined() ? "add_layer_norm" : "layer_norm";
+  check_same_device(op, {x, branch, weight, bias});
+  const DType out_dt = norm_residual::check_input(op, x, eps, out_dtype);
   const int64_t D = x.shape().back();
-  for (const auto& [p, what] : {std::pair{weight, "weight"}, std::pair{bias, "bias"}}) {
-    if (!p.defined()) continue;
-    LATHE_CHECK(p.shape() == Shape{D}, "layer_norm: ", what, " ", p.desc(), " does not match the last dim of ",
-                x.desc(), " (expected [", D, "])");
-    LATHE_CHECK(p.dtype() == x.dtype(), "layer_norm: ", what, " ", p.desc(), " has another dtype than the input ",
-                x.desc());
-  }
-  LATHE_CHECK(eps >= 0, "layer_norm: eps must be >= 0, got ", eps);
-  const DType out_dt = out_dtype.value_or(x.dtype());
-  LATHE_CHECK(out_dt == x.dtype() || (x.dtype() == DType::f32 && (out_dt == DType::bf16 || out_dt == DType::f16)),
-              "layer_norm: a ", dtype_name(out_dt), " output is for an f32 input (its 16-bit copy); got ", x.desc());
+  norm_residual::check_param(op, x, weight, "weight");
+  norm_residual::check_param(op, x, bias, "bias");
 
   Tensor xc = x.detach().contiguous();
+  Tensor rc = branch.defined() ? branch.detach().contiguous() : Tensor();
   Tensor w = weight.defined() ? weight.detach().contiguous() : Tensor();
   Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
   // f64 inputs keep f64 statistics so that gradchecks see no f32 rounding.
   const DType stat = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
   Shape rows(x.shape().begin(), x.shape().end() - 1);
+  Tensor sum = branch.defined() ? Tensor::empty(x.shape(), x.dtype(), x.device()) : Tensor();
   Tensor out = Tensor::empty(x.shape(), out_dt, x.device());
   Tensor mean = Tensor::empty(rows, stat, x.device()), rstd = Tensor::empty(rows, stat, x.device());
-  if (out.numel() > 0) backend_for(x.device()).layer_norm(xc, w, b, eps, out, mean, rstd);
+  if (out.numel() > 0) backend_for(x.device()).layer_norm(xc, rc, w, b, eps, out, mean, rstd, sum);
 
+  // The rows normalised, which the backward reads, and the tensor they stand for in the graph.
+  const Tensor rows_in = branch.defined() ? sum.detach() : xc;
+  const Tensor input = branch.defined() ? norm_residual::record_add(sum, x, branch) : x;
   const bool need_w = weight.defined() && weight.requires_grad();
   const bool need_b = bias.defined() && bias.requires_grad();
-  return record("layer_norm", out, {x, weight, bias}, [=](const Tensor& g) {
-    Tensor gx = Tensor::empty(xc.shape(), xc.dtype(), xc.device());
+  Tensor normed = record_folding("layer_norm", out, {input, weight, bias},
+                                 [=](const Tensor& g, const Tensor& gathered) {
+    Tensor gx = Tensor::empty(rows_in.shape(), rows_in.dtype(), rows_in.device());
     Tensor gw = need_w ? Tensor::empty({D}, w.dtype(), w.device()) : Tensor();
     Tensor gb = need_b ? Tensor::empty({D}, b.dtype(), b.device()) : Tensor();
     if (gx.numel() > 0) {
-      backend_for(g.device()).layer_norm_backward(xc, w, mean, rstd, g.to(out_dt).contiguous(), gx, gw, gb);
+      backend_for(g.device()).layer_norm_backward(rows_in, w, mean, rstd, g.to(out_dt).contiguous(),
+                                                  norm_residual::gathered_as(gathered, rows_in), gx, gw, gb);
     } else {  // no rows: the parameter gradients are empty sums
       if (gw.defined()) gw.zero_();
       if (gb.defined()) gb.zero_();
     }
     return std::vector<Tensor>{gx, gw, gb};
   });
+  return {branch.defined() ? input : Tensor(), normed};
+}
+
+}  // namespace
+
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                  std::optional<DType> out_dtype) {
+  return layer_norm_of(x, Tensor(), weight, bias, eps, out_dtype).normed;
+}
+
+SumAndNorm add_layer_norm(const Tensor& x, const Tensor& branch, const Tensor& weight, const Tensor& bias, double eps,
+                          std::optional<DType> out_dtype) {
+  LATHE_CHECK(branch.defined(), "add_layer_norm: the branch is undefined (use layer_norm)");
+  check_same_device("add_layer_norm", {x, branch});
+  if (!norm_residual::fusable(x, branch)) {
+    Tensor sum = add(x, branch);
+    return {sum, layer_norm(sum, weight, bias, eps, out_dtype)};
+  }
+  return layer_norm_of(x, branch, weight, bias, eps, out_dtype);
 }
 
 }  // namespace lathe

@@ -1,44 +1,65 @@
 // RMSNorm over the last dim, with an optional elementwise weight; backward beside. An f32 input may
 // be normalised into a 16-bit output (the next product's input in a 16-bit run), as layer_norm's:
 // the backward then reads a 16-bit gradient and gives the input an f32 one, with no cast between.
-#include "core/autograd.h"
-#include "core/ops.h"
+// add_rms_norm adds a residual branch into the stream as the kernel reads it (norm_residual.h).
+#include "core/ops/norm_residual.h"
 
 namespace lathe {
 
-Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps, std::optional<DType> out_dtype) {
-  check_same_device("rms_norm", {x, weight});
-  check_floating("rms_norm", x);
-  LATHE_CHECK(x.dim() >= 1 && x.shape().back() > 0, "rms_norm: input needs a non-empty last dim, got ", x.desc());
+namespace {
+
+// The norm of x, or with a branch, of x + branch (the sum returned beside it).
+SumAndNorm rms_norm_of(const Tensor& x, const Tensor& branch, const Tensor& weight, double eps,
+                       std::optional<DType> out_dtype) {
+  const char* op = branch.defined() ? "add_rms_norm" : "rms_norm";
+  check_same_device(op, {x, branch, weight});
+  const DType out_dt = norm_residual::check_input(op, x, eps, out_dtype);
   const int64_t D = x.shape().back();
-  if (weight.defined()) {
-    LATHE_CHECK(weight.shape() == Shape{D}, "rms_norm: weight ", weight.desc(), " does not match the last dim of ",
-                x.desc(), " (expected [", D, "])");
-    LATHE_CHECK(weight.dtype() == x.dtype(), "rms_norm: weight ", weight.desc(), " has another dtype than the input ",
-                x.desc());
-  }
-  LATHE_CHECK(eps >= 0, "rms_norm: eps must be >= 0, got ", eps);
-  const DType out_dt = out_dtype.value_or(x.dtype());
-  LATHE_CHECK(out_dt == x.dtype() || (x.dtype() == DType::f32 && (out_dt == DType::bf16 || out_dt == DType::f16)),
-              "rms_norm: a ", dtype_name(out_dt), " output is for an f32 input (its 16-bit copy); got ", x.desc());
+  norm_residual::check_param(op, x, weight, "weight");
 
   Tensor xc = x.detach().contiguous();
+  Tensor rc = branch.defined() ? branch.detach().contiguous() : Tensor();
   Tensor w = weight.defined() ? weight.detach().contiguous() : Tensor();
   // f64 inputs keep an f64 statistic so that gradchecks see no f32 rounding.
   const DType stat = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
   Shape rows(x.shape().begin(), x.shape().end() - 1);
+  Tensor sum = branch.defined() ? Tensor::empty(x.shape(), x.dtype(), x.device()) : Tensor();
   Tensor out = Tensor::empty(x.shape(), out_dt, x.device());
   Tensor rstd = Tensor::empty(rows, stat, x.device());
-  if (out.numel() > 0) backend_for(x.device()).rms_norm(xc, w, eps, out, rstd);
+  if (out.numel() > 0) backend_for(x.device()).rms_norm(xc, rc, w, eps, out, rstd, sum);
 
+  // The rows normalised, which the backward reads, and the tensor they stand for in the graph.
+  const Tensor rows_in = branch.defined() ? sum.detach() : xc;
+  const Tensor input = branch.defined() ? norm_residual::record_add(sum, x, branch) : x;
   const bool need_w = weight.defined() && weight.requires_grad();
-  return record("rms_norm", out, {x, weight}, [=](const Tensor& g) {
-    Tensor gx = Tensor::empty(xc.shape(), xc.dtype(), xc.device());
+  Tensor normed = record_folding("rms_norm", out, {input, weight}, [=](const Tensor& g, const Tensor& gathered) {
+    Tensor gx = Tensor::empty(rows_in.shape(), rows_in.dtype(), rows_in.device());
     Tensor gw = need_w ? Tensor::empty({D}, w.dtype(), w.device()) : Tensor();
-    if (gx.numel() > 0) backend_for(g.device()).rms_norm_backward(xc, w, rstd, g.to(out_dt).contiguous(), gx, gw);
-    else if (gw.defined()) gw.zero_();  // no rows: the weight gradient is an empty sum
+    if (gx.numel() > 0)
+      backend_for(g.device()).rms_norm_backward(rows_in, w, rstd, g.to(out_dt).contiguous(),
+                                                norm_residual::gathered_as(gathered, rows_in), gx, gw);
+    else if (gw.defined())
+      gw.zero_();  // no rows: the weight gradient is an empty sum
     return std::vector<Tensor>{gx, gw};
   });
+  return {branch.defined() ? input : Tensor(), normed};
+}
+
+}  // namespace
+
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps, std::optional<DType> out_dtype) {
+  return rms_norm_of(x, Tensor(), weight, eps, out_dtype).normed;
+}
+
+SumAndNorm add_rms_norm(const Tensor& x, const Tensor& branch, const Tensor& weight, double eps,
+                        std::optional<DType> out_dtype) {
+  LATHE_CHECK(branch.defined(), "add_rms_norm: the branch is undefined (use rms_norm)");
+  check_same_device("add_rms_norm", {x, branch});
+  if (!norm_residual::fusable(x, branch)) {
+    Tensor sum = add(x, branch);
+    return {sum, rms_norm(sum, weight, eps, out_dtype)};
+  }
+  return rms_norm_of(x, branch, weight, eps, out_dtype);
 }
 
 }  // namespace lathe

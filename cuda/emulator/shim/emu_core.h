@@ -799,16 +799,24 @@ inline long long __double_as_longlong(double d) { long long v; std::memcpy(&v, &
 
 // ---- math: CUDA's rounding-named and fast intrinsics as the host computes them (the fast ones
 // are exact here, within a few ulp on a GPU) ----
-inline float __fadd_rn(float a, float b) { return a + b; }
-inline float __fsub_rn(float a, float b) { return a - b; }
-inline float __fmul_rn(float a, float b) { return a * b; }
+// A value held as it is rounded: CUDA never contracts an _rn intrinsic into a fused multiply-add,
+// and GCC (with -march=native's FMA) would contract a product fed into an add; the empty asm
+// makes each operand and result a value of its own.
+template <class F>
+inline F emu_held(F v) {
+  asm("" : "+g"(v));
+  return v;
+}
+inline float __fadd_rn(float a, float b) { return emu_held(emu_held(a) + emu_held(b)); }
+inline float __fsub_rn(float a, float b) { return emu_held(emu_held(a) - emu_held(b)); }
+inline float __fmul_rn(float a, float b) { return emu_held(a * b); }
 inline float __fdiv_rn(float a, float b) { return a / b; }
 inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 inline float __frcp_rn(float a) { return 1.0f / a; }
 inline float __fsqrt_rn(float a) { return std::sqrt(a); }
-inline double __dadd_rn(double a, double b) { return a + b; }
-inline double __dsub_rn(double a, double b) { return a - b; }
-inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __dadd_rn(double a, double b) { return emu_held(emu_held(a) + emu_held(b)); }
+inline double __dsub_rn(double a, double b) { return emu_held(emu_held(a) - emu_held(b)); }
+inline double __dmul_rn(double a, double b) { return emu_held(a * b); }
 inline double __ddiv_rn(double a, double b) { return a / b; }
 inline double __fma_rn(double a, double b, double c) { return std::fma(a, b, c); }
 inline float __expf(float x) { return std::exp(x); }
