@@ -1,13 +1,17 @@
 // Row kernels over the last dim of contiguous tensors: softmax, log-softmax, layer norm and RMSNorm,
 // with their backward passes. One block per row; the block size follows the row length.
 //
-// The arithmetic follows core/cpu/norm.cpp: softmax sums in the compute type (f32, or f64
-// for f64), layer-norm statistics in f64 in two passes, 16-bit rows computed in f32; layer norm
-// may write an f32 row into 16 bits (and read its 16-bit gradient back into f32). Reductions
+// The arithmetic follows core/cpu/norm.cpp, except that the norms' statistics are summed in the
+// compute type (f32, or f64 for f64 rows; the CPU sums them in f64), as PyTorch's CUDA kernels do:
+// softmax sums in the compute type, layer-norm statistics in two passes, 16-bit rows computed in
+// f32; a norm may write an f32 row into 16 bits (and read its 16-bit gradient back into f32). The
+// norms read and write their rows 16 bytes at a time where every row is aligned. Reductions
 // run in a fixed tree, so results repeat run to run; the layer-norm weight and bias gradients
 // are summed per fixed chunk of rows and the chunks combined in order (no atomics). The norms may
 // add a residual branch into their rows as they read them, and their backwards the gradient the
 // rows already hold into their own (the residual stream's add and gradient sum, fused).
+#include <initializer_list>
+
 #include "cuda/device_common.cuh"
 
 namespace lathe::cuda {
@@ -55,89 +59,156 @@ __global__ void softmax_backward_kernel(const T* __restrict__ y, const T* __rest
 template <class T>
 using stat_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
-// Y: the output's element type, T or (for an f32 x) 16 bits: the f32 stream normalised straight into
-// the dtype of the product that reads it.
-// The row a norm reads: x's, or with a branch (of type B), x + branch rounded to T as add rounds
-// it, stored into `sum` and read back from there (by the thread that wrote each element).
-template <class T, class B>
+// ---- rows, V elements at a time ----
+// A thread takes V consecutive elements at a time, the block striding over the row: one 16-byte
+// load of the row's type where the launcher found every row of every operand aligned (V =
+// pack_width<T>()), else V = 1. Any operand (the rows, the branch, a weight, a gradient, the
+// output) is read and written V elements at a time alike, converted to and from the compute type.
+template <int V, class E, class C>
+__device__ __forceinline__ void load_v(const E* p, C (&v)[V]) {
+  const Pack<E, V> k = *reinterpret_cast<const Pack<E, V>*>(p);
+#pragma unroll
+  for (int j = 0; j < V; ++j) v[j] = C(to_c(k.v[j]));
+}
+// Elements [i, i + V) of an operand that may be absent (null: `fill` everywhere, a norm without
+// weight or bias).
+template <int V, class E, class C>
+__device__ __forceinline__ void load_or(const E* p, int64_t i, C fill, C (&v)[V]) {
+  if (p) {
+    load_v<V>(p + i, v);
+  } else {
+#pragma unroll
+    for (int j = 0; j < V; ++j) v[j] = fill;
+  }
+}
+template <int V, class E, class C>
+__device__ __forceinline__ void store_v(E* p, const C (&v)[V]) {
+  Pack<E, V> k;
+#pragma unroll
+  for (int j = 0; j < V; ++j) k.v[j] = from_c<E>(v[j]);
+  *reinterpret_cast<Pack<E, V>*>(p) = k;
+}
+
+// a + b rounded once, never contracted with a product before it into a fused multiply-add.
+__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
+
+// The rows a norm reads: x's, or with a branch (of type B), x + branch rounded to T as add rounds
+// it, stored into `sum` and read back from there (each element by the thread that wrote it).
+template <int V, class T, class B>
 __device__ const T* norm_row(const T* x, const B* branch, T* sum, int64_t row, int64_t len) {
-  if (!branch) return x + row * len;
+  using C = compute_t<T>;
   const T* xr = x + row * len;
+  if (!branch) return xr;
   const B* br = branch + row * len;
   T* sr = sum + row * len;
-  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) sr[i] = from_c<T>(to_c(xr[i]) + to_c(br[i]));
+  for (int64_t i = int64_t(threadIdx.x) * V; i < len; i += int64_t(blockDim.x) * V) {
+    C a[V], b[V];
+    load_v<V>(xr + i, a);
+    load_v<V>(br + i, b);
+#pragma unroll
+    for (int j = 0; j < V; ++j) a[j] += b[j];
+    store_v<V>(sr + i, a);
+  }
   return sr;
 }
 
-// The input's gradient: the norm's own (rounded to T) plus the gradient x already holds, if any,
-// as autograd's separate add would sum them: an add that is never contracted with the product
-// before it into a fused multiply-add (which rounds once, where the separate passes round twice).
-template <class T>
-__device__ T fold_gathered(compute_t<T> own, const T* gathered, int64_t i) {
-  if (!gathered) return from_c<T>(own);
-  const compute_t<T> a = to_c(gathered[i]), b = to_c(from_c<T>(own));
-  if constexpr (std::is_same_v<compute_t<T>, double>) return from_c<T>(__dadd_rn(a, b));
-  else return from_c<T>(__fadd_rn(a, b));
+// The input's gradient o (the norm's own) plus the gradient x already holds (`gathered`, null:
+// none), as autograd's separate add would sum them: o rounded to T, then one rounded add.
+template <int V, class T>
+__device__ __forceinline__ void fold_gathered(const T* gathered, int64_t i, compute_t<T> (&o)[V]) {
+  if (!gathered) return;
+  compute_t<T> a[V];
+  load_v<V>(gathered + i, a);
+#pragma unroll
+  for (int j = 0; j < V; ++j) o[j] = add_rn(a[j], to_c(from_c<T>(o[j])));
 }
 
-template <class T, class Y, class B>
+// Statistics in the compute type (f32; f64 for f64 rows), in two passes: the centred variance does
+// not cancel catastrophically. Y: the output's element type, T or (for an f32 x) 16 bits: the f32
+// stream normalised straight into the dtype of the product that reads it. The saved mean and rstd
+// are in the compute type.
+template <class T, class Y, class B, int V>
 __global__ void layer_norm_kernel(const T* __restrict__ x, const B* branch, T* sum, const T* __restrict__ w,
                                   const T* __restrict__ b, double eps, Y* __restrict__ y,
-                                  stat_t<T>* __restrict__ mean, stat_t<T>* __restrict__ rstd, int64_t len) {
+                                  compute_t<T>* __restrict__ mean, compute_t<T>* __restrict__ rstd, int64_t len) {
   using C = compute_t<T>;
-  __shared__ double shared[32];
-  const int64_t row = blockIdx.x;
-  const T* xr = norm_row(x, branch, sum, row, len);
+  __shared__ C shared[32];
+  const auto plus = [](C u, C v) { return u + v; };
+  const int64_t row = blockIdx.x, first = int64_t(threadIdx.x) * V, step = int64_t(blockDim.x) * V;
+  const T* xr = norm_row<V>(x, branch, sum, row, len);
   Y* yr = y + row * len;
-  // Two passes in f64: the centred variance does not cancel catastrophically.
-  double acc = 0;
-  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) acc += double(to_c(xr[i]));
-  const double mu = block_allreduce(acc, [](double a, double c) { return a + c; }, shared) / double(len);
+  C acc = 0;
+  for (int64_t i = first; i < len; i += step) {
+    C v[V];
+    load_v<V>(xr + i, v);
+#pragma unroll
+    for (int j = 0; j < V; ++j) acc += v[j];
+  }
+  const C mu = block_allreduce(acc, plus, shared) / C(len);
   acc = 0;
-  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
-    const double d = double(to_c(xr[i])) - mu;
-    acc += d * d;
+  for (int64_t i = first; i < len; i += step) {
+    C v[V];
+    load_v<V>(xr + i, v);
+#pragma unroll
+    for (int j = 0; j < V; ++j) acc += (v[j] - mu) * (v[j] - mu);
   }
-  const double var = block_allreduce(acc, [](double a, double c) { return a + c; }, shared) / double(len);
-  const double rs = 1.0 / sqrt(var + eps);
+  const C rs = C(1) / m_sqrt(block_allreduce(acc, plus, shared) / C(len) + C(eps));
   if (threadIdx.x == 0) {
-    mean[row] = stat_t<T>(mu);
-    rstd[row] = stat_t<T>(rs);
+    mean[row] = mu;
+    rstd[row] = rs;
   }
-  const C m = C(mu), s = C(rs);
-  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
-    const C wv = w ? to_c(w[i]) : C(1);
-    const C bv = b ? to_c(b[i]) : C(0);
-    yr[i] = from_c<Y>((to_c(xr[i]) - m) * s * wv + bv);
+  for (int64_t i = first; i < len; i += step) {
+    C v[V], wv[V], bv[V];
+    load_v<V>(xr + i, v);
+    load_or<V>(w, i, C(1), wv);
+    load_or<V>(b, i, C(0), bv);
+#pragma unroll
+    for (int j = 0; j < V; ++j) v[j] = (v[j] - mu) * rs * wv[j] + bv[j];
+    store_v<V>(yr + i, v);
   }
 }
 
 // gx = rstd * (g - mean(g) - xh * mean(g * xh)) with xh = (x - mean) * rstd and g = gy * w; gy of the
-// forward output's element type G.
-template <class T, class G>
+// forward output's element type G; the gradient x already holds folded in.
+template <class T, class G, int V>
 __global__ void layer_norm_backward_kernel(const T* __restrict__ x, const T* __restrict__ w,
-                                           const stat_t<T>* __restrict__ mean, const stat_t<T>* __restrict__ rstd,
-                                           const G* __restrict__ gy, const T* __restrict__ gathered,
-                                           T* __restrict__ gx, int64_t len) {
+                                           const compute_t<T>* __restrict__ mean,
+                                           const compute_t<T>* __restrict__ rstd, const G* __restrict__ gy,
+                                           const T* __restrict__ gathered, T* __restrict__ gx, int64_t len) {
   using C = compute_t<T>;
-  __shared__ double shared[32];
-  const int64_t row = blockIdx.x;
+  __shared__ C shared[32];
+  const auto plus = [](C u, C v) { return u + v; };
+  const int64_t row = blockIdx.x, first = int64_t(threadIdx.x) * V, step = int64_t(blockDim.x) * V;
   const T* xr = x + row * len;
   const G* gr = gy + row * len;
-  const C mu = C(mean[row]), rs = C(rstd[row]);
-  double sum_g = 0, sum_gx = 0;
-  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
-    const C g = to_c(gr[i]) * (w ? to_c(w[i]) : C(1));
-    sum_g += double(g);
-    sum_gx += double(g * ((to_c(xr[i]) - mu) * rs));
+  const T* ar = gathered ? gathered + row * len : nullptr;
+  T* gxr = gx + row * len;
+  const C mu = mean[row], rs = rstd[row];
+  C sum_g = 0, sum_gx = 0;
+  for (int64_t i = first; i < len; i += step) {
+    C xv[V], gv[V], wv[V];
+    load_v<V>(xr + i, xv);
+    load_v<V>(gr + i, gv);
+    load_or<V>(w, i, C(1), wv);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const C g = gv[j] * wv[j];
+      sum_g += g;
+      sum_gx += g * ((xv[j] - mu) * rs);
+    }
   }
-  sum_g = block_allreduce(sum_g, [](double a, double c) { return a + c; }, shared);
-  sum_gx = block_allreduce(sum_gx, [](double a, double c) { return a + c; }, shared);
-  const C mean_g = C(sum_g / double(len)), mean_gx = C(sum_gx / double(len));
-  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
-    const C xh = (to_c(xr[i]) - mu) * rs;
-    const C own = rs * (to_c(gr[i]) * (w ? to_c(w[i]) : C(1)) - mean_g - xh * mean_gx);
-    gx[row * len + i] = fold_gathered<T>(own, gathered, row * len + i);
+  const C mean_g = block_allreduce(sum_g, plus, shared) / C(len);
+  const C mean_gx = block_allreduce(sum_gx, plus, shared) / C(len);
+  for (int64_t i = first; i < len; i += step) {
+    C xv[V], gv[V], wv[V];
+    load_v<V>(xr + i, xv);
+    load_v<V>(gr + i, gv);
+    load_or<V>(w, i, C(1), wv);
+#pragma unroll
+    for (int j = 0; j < V; ++j) xv[j] = rs * (gv[j] * wv[j] - mean_g - ((xv[j] - mu) * rs) * mean_gx);
+    fold_gathered<V>(ar, i, xv);
+    store_v<V>(gxr + i, xv);
   }
 }
 
@@ -220,6 +291,23 @@ void dispatch_norm_forward(const char* op, DT dtype, DT y_dtype, NormBranch bran
   });
 }
 
+// One operand of a row kernel for the choice of V: its pointer (null: absent) and element size.
+struct RowOperand {
+  const void* p;
+  size_t elem;
+};
+// Calls fn.template operator()<V>() with V = pack_width<T>() where every row of every operand may
+// be read V elements at a time (len a multiple of V, each pointer aligned to V of its elements),
+// else V = 1; the threads a row's block gets for that V: about one pack (or four elements) each.
+template <class T, class Fn>
+void with_row_packs(int64_t len, std::initializer_list<RowOperand> operands, Fn&& fn) {
+  constexpr int V = pack_width<T>();
+  bool packed = V > 1 && len % V == 0;
+  for (const RowOperand& o : operands) packed = packed && (!o.p || aligned_to(o.p, o.elem * V));
+  if (packed) fn.template operator()<V>(row_threads(len * 4 / V));
+  else fn.template operator()<1>(row_threads(len));
+}
+
 }  // namespace
 
 void launch_softmax(DT dtype, const void* x, void* y, int64_t rows, int64_t len, bool log, cudaStream_t s) {
@@ -247,10 +335,15 @@ void launch_layer_norm(DT dtype, DT y_dtype, const void* x, NormBranch branch, c
   if (rows == 0) return;
   if (stat_f64 != (dtype == DT::f64)) fail_dtype("layer_norm (statistics must be f64 exactly for f64 input)", dtype);
   dispatch_norm_forward("layer_norm", dtype, y_dtype, branch, [&]<class T, class Y, class B>() {
-    layer_norm_kernel<T, Y, B><<<unsigned(rows), row_threads(len), 0, s>>>(
-        static_cast<const T*>(x), static_cast<const B*>(branch.branch), static_cast<T*>(branch.sum),
-        static_cast<const T*>(w), static_cast<const T*>(b), eps, static_cast<Y*>(y), static_cast<stat_t<T>*>(mean),
-        static_cast<stat_t<T>*>(rstd), len);
+    const std::initializer_list<RowOperand> operands{{x, sizeof(T)}, {branch.branch, sizeof(B)},
+                                                     {branch.sum, sizeof(T)}, {w, sizeof(T)},
+                                                     {b, sizeof(T)}, {y, sizeof(Y)}};
+    with_row_packs<T>(len, operands, [&]<int V>(int threads) {
+      layer_norm_kernel<T, Y, B, V><<<unsigned(rows), threads, 0, s>>>(
+          static_cast<const T*>(x), static_cast<const B*>(branch.branch), static_cast<T*>(branch.sum),
+          static_cast<const T*>(w), static_cast<const T*>(b), eps, static_cast<Y*>(y),
+          static_cast<compute_t<T>*>(mean), static_cast<compute_t<T>*>(rstd), len);
+    });
   });
   check_launch("layer_norm");
 }
@@ -272,9 +365,13 @@ void launch_layer_norm_backward(DT dtype, DT gy_dtype, const void* x, const void
     using S = stat_t<T>;
     const T* xt = static_cast<const T*>(x);
     const G* gyt = static_cast<const G*>(gy);
-    layer_norm_backward_kernel<T, G><<<unsigned(rows), row_threads(len), 0, s>>>(
-        xt, static_cast<const T*>(w), static_cast<const S*>(mean), static_cast<const S*>(rstd), gyt,
-        static_cast<const T*>(gathered), static_cast<T*>(gx), len);
+    const std::initializer_list<RowOperand> operands{
+        {x, sizeof(T)}, {w, sizeof(T)}, {gy, sizeof(G)}, {gathered, sizeof(T)}, {gx, sizeof(T)}};
+    with_row_packs<T>(len, operands, [&]<int V>(int threads) {
+      layer_norm_backward_kernel<T, G, V><<<unsigned(rows), threads, 0, s>>>(
+          xt, static_cast<const T*>(w), static_cast<const S*>(mean), static_cast<const S*>(rstd), gyt,
+          static_cast<const T*>(gathered), static_cast<T*>(gx), len);
+    });
     if (!gw && !gb) return;
     const int64_t chunk_rows = ln_chunk_rows(rows);
     const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
@@ -293,48 +390,67 @@ void launch_layer_norm_backward(DT dtype, DT gy_dtype, const void* x, const void
 
 namespace {
 
-// The mean square in f64, as on the CPU (core/cpu/norm.cpp). Y: the output's element type (T, or
-// 16-bit for an f32 x).
-template <class T, class Y, class B>
+// The mean square in the compute type. Y: the output's element type (T, or 16-bit for an f32 x).
+template <class T, class Y, class B, int V>
 __global__ void rms_norm_kernel(const T* __restrict__ x, const B* branch, T* sum, const T* __restrict__ w, double eps,
-                                Y* __restrict__ y, stat_t<T>* __restrict__ rstd, int64_t len) {
+                                Y* __restrict__ y, compute_t<T>* __restrict__ rstd, int64_t len) {
   using C = compute_t<T>;
-  __shared__ double shared[32];
-  const int64_t row = blockIdx.x;
-  const T* xr = norm_row(x, branch, sum, row, len);
+  __shared__ C shared[32];
+  const int64_t row = blockIdx.x, first = int64_t(threadIdx.x) * V, step = int64_t(blockDim.x) * V;
+  const T* xr = norm_row<V>(x, branch, sum, row, len);
   Y* yr = y + row * len;
-  double acc = 0;
-  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
-    const double v = double(to_c(xr[i]));
-    acc += v * v;
+  C acc = 0;
+  for (int64_t i = first; i < len; i += step) {
+    C v[V];
+    load_v<V>(xr + i, v);
+#pragma unroll
+    for (int j = 0; j < V; ++j) acc += v[j] * v[j];
   }
-  const double ms = block_allreduce(acc, [](double a, double c) { return a + c; }, shared) / double(len);
-  const double rs = 1.0 / sqrt(ms + eps);
-  if (threadIdx.x == 0) rstd[row] = stat_t<T>(rs);
-  const C s = C(rs);
-  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) yr[i] = from_c<Y>(to_c(xr[i]) * s * (w ? to_c(w[i]) : C(1)));
+  const C rs = C(1) / m_sqrt(block_allreduce(acc, [](C u, C v) { return u + v; }, shared) / C(len) + C(eps));
+  if (threadIdx.x == 0) rstd[row] = rs;
+  for (int64_t i = first; i < len; i += step) {
+    C v[V], wv[V];
+    load_v<V>(xr + i, v);
+    load_or<V>(w, i, C(1), wv);
+#pragma unroll
+    for (int j = 0; j < V; ++j) v[j] = v[j] * rs * wv[j];
+    store_v<V>(yr + i, v);
+  }
 }
 
 // gx = rstd * (g - xh * mean(g * xh)) with xh = x * rstd and g = gy * w. G: gy's element type (the
-// forward output's).
-template <class T, class G>
+// forward output's); the gradient x already holds folded in.
+template <class T, class G, int V>
 __global__ void rms_norm_backward_kernel(const T* __restrict__ x, const T* __restrict__ w,
-                                         const stat_t<T>* __restrict__ rstd, const G* __restrict__ gy,
+                                         const compute_t<T>* __restrict__ rstd, const G* __restrict__ gy,
                                          const T* __restrict__ gathered, T* __restrict__ gx, int64_t len) {
   using C = compute_t<T>;
-  __shared__ double shared[32];
-  const int64_t row = blockIdx.x;
+  __shared__ C shared[32];
+  const int64_t row = blockIdx.x, first = int64_t(threadIdx.x) * V, step = int64_t(blockDim.x) * V;
   const T* xr = x + row * len;
   const G* gr = gy + row * len;
-  const C rs = C(rstd[row]);
-  double acc = 0;
-  for (int64_t i = threadIdx.x; i < len; i += blockDim.x)
-    acc += double(to_c(gr[i]) * (w ? to_c(w[i]) : C(1)) * (to_c(xr[i]) * rs));
-  const C mean_gx = C(block_allreduce(acc, [](double a, double c) { return a + c; }, shared) / double(len));
-  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
-    const C xh = to_c(xr[i]) * rs;
-    gx[row * len + i] = fold_gathered<T>(rs * (to_c(gr[i]) * (w ? to_c(w[i]) : C(1)) - xh * mean_gx), gathered,
-                                         row * len + i);
+  const T* ar = gathered ? gathered + row * len : nullptr;
+  T* gxr = gx + row * len;
+  const C rs = rstd[row];
+  C acc = 0;
+  for (int64_t i = first; i < len; i += step) {
+    C xv[V], gv[V], wv[V];
+    load_v<V>(xr + i, xv);
+    load_v<V>(gr + i, gv);
+    load_or<V>(w, i, C(1), wv);
+#pragma unroll
+    for (int j = 0; j < V; ++j) acc += gv[j] * wv[j] * (xv[j] * rs);
+  }
+  const C mean_gx = block_allreduce(acc, [](C u, C v) { return u + v; }, shared) / C(len);
+  for (int64_t i = first; i < len; i += step) {
+    C xv[V], gv[V], wv[V];
+    load_v<V>(xr + i, xv);
+    load_v<V>(gr + i, gv);
+    load_or<V>(w, i, C(1), wv);
+#pragma unroll
+    for (int j = 0; j < V; ++j) xv[j] = rs * (gv[j] * wv[j] - (xv[j] * rs) * mean_gx);
+    fold_gathered<V>(ar, i, xv);
+    store_v<V>(gxr + i, xv);
   }
 }
 
@@ -367,9 +483,13 @@ void launch_rms_norm(DT dtype, DT y_dtype, const void* x, NormBranch branch, con
   if (rows == 0) return;
   if (stat_f64 != (dtype == DT::f64)) fail_dtype("rms_norm (statistics must be f64 exactly for f64 input)", dtype);
   dispatch_norm_forward("rms_norm", dtype, y_dtype, branch, [&]<class T, class Y, class B>() {
-    rms_norm_kernel<T, Y, B><<<unsigned(rows), row_threads(len), 0, s>>>(
-        static_cast<const T*>(x), static_cast<const B*>(branch.branch), static_cast<T*>(branch.sum),
-        static_cast<const T*>(w), eps, static_cast<Y*>(y), static_cast<stat_t<T>*>(rstd), len);
+    const std::initializer_list<RowOperand> operands{
+        {x, sizeof(T)}, {branch.branch, sizeof(B)}, {branch.sum, sizeof(T)}, {w, sizeof(T)}, {y, sizeof(Y)}};
+    with_row_packs<T>(len, operands, [&]<int V>(int threads) {
+      rms_norm_kernel<T, Y, B, V><<<unsigned(rows), threads, 0, s>>>(
+          static_cast<const T*>(x), static_cast<const B*>(branch.branch), static_cast<T*>(branch.sum),
+          static_cast<const T*>(w), eps, static_cast<Y*>(y), static_cast<compute_t<T>*>(rstd), len);
+    });
   });
   check_launch("rms_norm");
 }
@@ -390,9 +510,13 @@ void launch_rms_norm_backward(DT dtype, DT gy_dtype, const void* x, const void* 
     using S = stat_t<T>;
     const T* xt = static_cast<const T*>(x);
     const G* gyt = static_cast<const G*>(gy);
-    rms_norm_backward_kernel<T, G><<<unsigned(rows), row_threads(len), 0, s>>>(
-        xt, static_cast<const T*>(w), static_cast<const S*>(rstd), gyt, static_cast<const T*>(gathered),
-        static_cast<T*>(gx), len);
+    const std::initializer_list<RowOperand> operands{
+        {x, sizeof(T)}, {w, sizeof(T)}, {gy, sizeof(G)}, {gathered, sizeof(T)}, {gx, sizeof(T)}};
+    with_row_packs<T>(len, operands, [&]<int V>(int threads) {
+      rms_norm_backward_kernel<T, G, V><<<unsigned(rows), threads, 0, s>>>(
+          xt, static_cast<const T*>(w), static_cast<const S*>(rstd), gyt, static_cast<const T*>(gathered),
+          static_cast<T*>(gx), len);
+    });
     if (!gw) return;
     const int64_t chunk_rows = ln_chunk_rows(rows);
     const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;

@@ -709,6 +709,27 @@ TEST_CASE("cuda: add_layer_norm and add_rms_norm bitwise the add and the norm ap
   }
 }
 
+TEST_CASE("cuda: the norms read rows 16 bytes at a time where aligned, one element at a time where not") {
+  GPU_CASE();
+  // Rows of 64 elements: packed from an aligned start, element by element from a start one element
+  // in (a contiguous view whose storage is offset); both match the CPU.
+  for (DType t : {DType::f32, DType::bf16, DType::f64}) {
+    for (int64_t offset : {0, 1}) {
+      INFO(std::string(dtype_name(t)), " offset ", offset);
+      const Tensor base = random_tensor({6 * 64 + 1}, 131, t, 2.0), gy = random_tensor({6, 64}, 132, t);
+      const Tensor w = add(random_tensor({64}, 133, t, 0.1), 1.0);
+      auto run = [&](Device d) {
+        Tensor xd = base.to(d).narrow(0, offset, 6 * 64).view({6, 64}).detach().requires_grad_(true);
+        const Tensor y = layer_norm(xd, w.to(d), Tensor(), 1e-5), z = rms_norm(xd, w.to(d), 1e-5);
+        sum(mul(add(y, z), gy.to(d))).backward();
+        return std::vector<Tensor>{y, z, xd.grad()};
+      };
+      const auto c = run(kCpu), g = run(kGpu);
+      for (size_t i = 0; i < c.size(); ++i) CHECK(nmse(g[i], c[i]) <= tolerance(t));
+    }
+  }
+}
+
 TEST_CASE("cuda: rope forward and backward on contiguous and strided heads, every float dtype") {
   GPU_CASE();
   for (DType t : kFloatTypes) {
