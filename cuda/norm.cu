@@ -124,6 +124,20 @@ __device__ __forceinline__ void fold_gathered(const T* gathered, int64_t i, comp
   for (int j = 0; j < V; ++j) o[j] = add_rn(a[j], to_c(from_c<T>(o[j])));
 }
 
+// What both passes of a norm's backward read at [i, i + V): the rows x and g = gy * w (w absent:
+// ones).
+template <int V, class T, class G>
+__device__ __forceinline__ void load_backward(const T* xr, const G* gr, const T* w, int64_t i, compute_t<T> (&xv)[V],
+                                              compute_t<T> (&g)[V]) {
+  using C = compute_t<T>;
+  C wv[V];
+  load_v<V>(xr + i, xv);
+  load_v<V>(gr + i, g);
+  load_or<V>(w, i, C(1), wv);
+#pragma unroll
+  for (int j = 0; j < V; ++j) g[j] *= wv[j];
+}
+
 // Statistics in the compute type (f32; f64 for f64 rows), in two passes: the centred variance does
 // not cancel catastrophically. Y: the output's element type, T or (for an f32 x) 16 bits: the f32
 // stream normalised straight into the dtype of the product that reads it. The saved mean and rstd
@@ -187,26 +201,21 @@ __global__ void layer_norm_backward_kernel(const T* __restrict__ x, const T* __r
   const C mu = mean[row], rs = rstd[row];
   C sum_g = 0, sum_gx = 0;
   for (int64_t i = first; i < len; i += step) {
-    C xv[V], gv[V], wv[V];
-    load_v<V>(xr + i, xv);
-    load_v<V>(gr + i, gv);
-    load_or<V>(w, i, C(1), wv);
+    C xv[V], g[V];
+    load_backward<V>(xr, gr, w, i, xv, g);
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      const C g = gv[j] * wv[j];
-      sum_g += g;
-      sum_gx += g * ((xv[j] - mu) * rs);
+      sum_g += g[j];
+      sum_gx += g[j] * ((xv[j] - mu) * rs);
     }
   }
   const C mean_g = block_allreduce(sum_g, plus, shared) / C(len);
   const C mean_gx = block_allreduce(sum_gx, plus, shared) / C(len);
   for (int64_t i = first; i < len; i += step) {
-    C xv[V], gv[V], wv[V];
-    load_v<V>(xr + i, xv);
-    load_v<V>(gr + i, gv);
-    load_or<V>(w, i, C(1), wv);
+    C xv[V], g[V];
+    load_backward<V>(xr, gr, w, i, xv, g);
 #pragma unroll
-    for (int j = 0; j < V; ++j) xv[j] = rs * (gv[j] * wv[j] - mean_g - ((xv[j] - mu) * rs) * mean_gx);
+    for (int j = 0; j < V; ++j) xv[j] = rs * (g[j] - mean_g - ((xv[j] - mu) * rs) * mean_gx);
     fold_gathered<V>(ar, i, xv);
     store_v<V>(gxr + i, xv);
   }
@@ -434,21 +443,17 @@ __global__ void rms_norm_backward_kernel(const T* __restrict__ x, const T* __res
   const C rs = rstd[row];
   C acc = 0;
   for (int64_t i = first; i < len; i += step) {
-    C xv[V], gv[V], wv[V];
-    load_v<V>(xr + i, xv);
-    load_v<V>(gr + i, gv);
-    load_or<V>(w, i, C(1), wv);
+    C xv[V], g[V];
+    load_backward<V>(xr, gr, w, i, xv, g);
 #pragma unroll
-    for (int j = 0; j < V; ++j) acc += gv[j] * wv[j] * (xv[j] * rs);
+    for (int j = 0; j < V; ++j) acc += g[j] * (xv[j] * rs);
   }
   const C mean_gx = block_allreduce(acc, [](C u, C v) { return u + v; }, shared) / C(len);
   for (int64_t i = first; i < len; i += step) {
-    C xv[V], gv[V], wv[V];
-    load_v<V>(xr + i, xv);
-    load_v<V>(gr + i, gv);
-    load_or<V>(w, i, C(1), wv);
+    C xv[V], g[V];
+    load_backward<V>(xr, gr, w, i, xv, g);
 #pragma unroll
-    for (int j = 0; j < V; ++j) xv[j] = rs * (gv[j] * wv[j] - (xv[j] * rs) * mean_gx);
+    for (int j = 0; j < V; ++j) xv[j] = rs * (g[j] - (xv[j] * rs) * mean_gx);
     fold_gathered<V>(ar, i, xv);
     store_v<V>(gxr + i, xv);
   }
