@@ -19,10 +19,20 @@ std::array<Backend*, 3>& backends() {
 
 namespace {
 std::atomic<bool> g_allow_tf32{false};
+std::atomic<AttentionBackward> g_attention_backward{AttentionBackward::split};
 }  // namespace
 
 void set_allow_tf32(bool on) { g_allow_tf32.store(on, std::memory_order_relaxed); }
 bool allow_tf32() { return g_allow_tf32.load(std::memory_order_relaxed); }
+void set_attention_backward(AttentionBackward how) { g_attention_backward.store(how, std::memory_order_relaxed); }
+AttentionBackward attention_backward() { return g_attention_backward.load(std::memory_order_relaxed); }
+const char* attention_backward_name(AttentionBackward how) { return how == AttentionBackward::split ? "split" : "atomic"; }
+AttentionBackward parse_attention_backward(std::string_view name) {
+  for (AttentionBackward how : {AttentionBackward::split, AttentionBackward::atomic})
+    if (name == attention_backward_name(how)) return how;
+  LATHE_FAIL("the attention backward '", name, "' is not one of split (deterministic, the default) and atomic ",
+             "(FlashAttention-2's one kernel, dQ summed by atomics)");
+}
 
 void register_backend(DeviceType type, Backend* backend) { backends()[size_t(type)] = backend; }
 

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/device.h"
@@ -38,6 +39,20 @@ enum class LinearEpilogue { none, gelu };
 // torch.backends.cuda.matmul.allow_tf32; a backend without TF32 units (the CPU) ignores it.
 void set_allow_tf32(bool on);
 bool allow_tf32();
+
+// How the fused attention's backward sums dQ (`lathe train --attention-backward`). `split`, the
+// default: dQ in one kernel and dK, dV in another, every element summed by one thread in a fixed
+// order, so a run gives the same bits every time (bitwise resume counts on it). `atomic`:
+// FlashAttention-2's one kernel over key tiles, which adds each tile's share of dQ with f32 atomics
+// in whatever order the blocks finish: 5 tensor-core products where the split does 7, and dQ's last
+// bits may differ from run to run. Process-wide, like allow_tf32; a backend without a fused
+// attention backward (the CPU) ignores it.
+enum class AttentionBackward { split, atomic };
+void set_attention_backward(AttentionBackward how);
+AttentionBackward attention_backward();
+const char* attention_backward_name(AttentionBackward how);
+// "split" or "atomic"; anything else is an error that names the choices.
+AttentionBackward parse_attention_backward(std::string_view name);
 
 // Kernels that a backend may fuse from several ops; an op takes the fused one where its backend
 // declares it (Backend::fuses) and composes smaller kernels elsewhere.

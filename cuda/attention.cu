@@ -1,5 +1,5 @@
 // Causal attention on CUDA without a [B, H, Tq, Tk] tensor: FlashAttention-2's algorithm, with a
-// deterministic backward. core/cpu/attention.cpp computes the same on the CPU; the formulas:
+// deterministic backward by default. core/cpu/attention.cpp computes the same on the CPU; the formulas:
 //
 //   forward   S = scale Q K^T (masked: key j > query position -> -inf), P = softmax(S), O = P V,
 //             lse = log sum exp S per query, kept for the backward
@@ -7,10 +7,11 @@
 //             dQ = scale dS K, dK = scale dS^T Q
 //
 // Kernels (each block owns one tile of one (batch, head); grid (tiles, H, B)):
-//   flash_forward          64 queries (4 warps of 16 rows) against key tiles of 64: the online
-//                          softmax keeps per row the running maximum and sum, in f32, and rescales
-//                          the f32 output accumulator; key tiles past the block's last query are
-//                          never visited, the one or two tiles across the diagonal are masked.
+//   flash_forward          128 queries (4 warps of 32 rows; 64, warps of 16, at hs 128) against
+//                          key tiles of 64: the online softmax keeps per row the running maximum
+//                          and sum, in f32, and rescales the f32 output accumulator; key tiles past
+//                          the block's last query are never visited, those across the diagonal
+//                          are masked.
 //   flash_backward_dq      64 queries against their key tiles: recomputes P from lse, dP, dS and
 //                          accumulates dQ; also writes D for the next kernel.
 //   flash_backward_dkdv    64 keys (4 warps of 16) against the query tiles that see them (from the
@@ -18,11 +19,16 @@
 //   attention_decode       few queries (sampling with a KV cache): one block per query, its 128
 //                          threads splitting the keys (one key each per round of 128), so a single
 //                          query does not leave one warp walking all Tk keys.
-// The backward is deterministic: every gradient element is summed by one thread in a fixed order,
-// no atomics. FlashAttention-2 instead adds each key tile's dS K into dQ with float atomics (in
-// whatever order the blocks finish); recomputing S, P and dP per query tile for dQ costs three of
-// the backward's seven products instead of one atomic pass over dQ per key tile, about 40% more
-// tensor-core work in the backward (its FLOPs go from 5 to 7 products of T^2/2 x hs each).
+//
+// The backward has two forms (core/backend.h, AttentionBackward). The split one, the default, is
+// the two kernels above and deterministic: every gradient element is summed by one thread in a
+// fixed order, no atomics, so a run gives the same bits each time; recomputing S, P and dP per query
+// tile for dQ costs three of its seven products (of T^2/2 x hs each). The atomic one is
+// FlashAttention-2's: flash_backward_prepare writes D and zeroes an f32 dQ sum,
+// flash_backward_dkdv<.., true> also puts each query tile's dS^T in shared memory and adds dS K
+// over its 64 keys into the sum with f32 atomics (five products, nothing recomputed), and
+// flash_backward_store_dq scales and rounds the sum into dQ. Its atomics add in whatever order the
+// blocks finish, so dQ's last bits may change from run to run.
 //
 // 16-bit inputs (bf16, f16) multiply on tensor cores (mma.m16n8k16 with f32 accumulation,
 // cuda/mma.cuh), 16 rows per warp: Q (or dO, K, V) as A fragments in registers, the other operand
@@ -42,13 +48,16 @@
 // Expected bottleneck (B 16, H 12, T 1024, hs 64, bf16 on an H100; to be profiled): the forward
 // and dQ kernels are bound by mma.sync issue and the softmax's exp2 and shuffles between the
 // products (FlashAttention-2's regime: Hopper's tensor cores reach about two thirds of their
-// wgmma rate through mma.sync). Each warp reads its B operands from shared memory at 16 FLOP per
-// byte (one 16-row A tile per warp), close to shared memory's 128 bytes per clock at that issue
-// rate: 32-row warps (two m16 tiles sharing each B fragment) are the next lever if ncu shows
-// shared-memory throughput as the limit. Registers (ptxas for sm_90, no spills), bf16 at hs 64:
-// forward 114 per thread (four blocks of 128 threads per SM by registers), dQ 163 (three), dK dV 220
-// (two); at hs 128: 166, 224, 249. The tile sizes are the template parameters and the k*Config
-// constants below.
+// wgmma rate through mma.sync). A warp of 16 rows reads its B operands from shared memory at 16
+// FLOP per byte, close to shared memory's 128 bytes per clock at that issue rate; the forward's
+// warps of 32 rows (two m16 tiles sharing each B fragment) read at 32. The backward's warps keep
+// 16 rows: their accumulators (dK and dV, or dQ) and operands held in registers leave no room for
+// a second tile. Registers (ptxas for sm_90, no spills), bf16 at hs 64: forward 203 per thread
+// (two blocks of 128 threads per SM by registers, FlashAttention-2's tiling of hs 64; 114 and four
+// blocks with warps of 16), dQ 164 (three), dK dV 220 (two), the atomic backward's dK dV with dQ
+// 241 (two); at hs 128: 166 (warps of 16), 224, 249, 248. Whether the forward's 32-row warps beat
+// 16-row ones at half the resident warps is for the GPU to say (kForwardWarpRows below). The tile
+// sizes are the template parameters and the k*Config constants below.
 //
 // Not yet run on a GPU: these kernels are proven only in the CUDA emulator (cuda/emulator) and
 // compiled by nvcc for sm_90. On the next GPU, before anything else:
@@ -60,10 +69,11 @@
 //      warp up to its next __syncthreads before another, and a cp.async destination reads NaN until
 //      its wait): tools/emu_barrier_faults.py removes each one and watches these cases fail.
 //   2. Speed: tools/gpu_check.sh's `attention` stage runs examples/bench_attention (B 16, H 12,
-//      T 1024, D 64, bf16, forward + backward) against PyTorch's SDPA: the target is at most 1.25x
-//      its time. Also bench f32 and D 32 and 128, and T 1 to 16 after a long cache (the decode
-//      kernel) against the flash kernels at the same shape.
-//   3. Profile (ncu) flash_forward<bf16, 64>, flash_backward_dq and flash_backward_dkdv: registers
+//      T 1024, D 64, bf16, forward + backward), with the split and the atomic backward, against
+//      PyTorch's SDPA: the target is no slower than SDPA. Also bench f32 and D 32 and 128, and T 1 to
+//      16 after a long cache (the decode kernel) against the flash kernels at the same shape.
+//   3. Profile (ncu) flash_forward<bf16, 64>, flash_backward_dq and flash_backward_dkdv (both forms;
+//      the atomic one's f32 atomics into dQ against the split one's recomputation): registers
 //      per thread and spills (the hs 128 tiles are the tightest), achieved occupancy, tensor pipe
 //      utilisation against shared-memory throughput (the bottleneck guessed above), and bank
 //      conflicts on ldmatrix (the padding should leave none). Then tune kKeys / kQueries and the
@@ -230,6 +240,11 @@ template <class T, int D>
 struct MmaConfig {
   static constexpr int kKeys = 64;                   // keys per tile (forward, dQ)
   static constexpr int kQueries = D <= 64 ? 64 : 32;  // queries per tile (dK dV)
+  // The forward's query rows per warp: two m16 tiles share each K and V fragment read from shared
+  // memory where registers allow (ptxas, sm_90, no spills: 203 a thread at hs 64); one at hs 128,
+  // whose accumulators alone would take 256.
+  static constexpr int kForwardWarpRows = D <= 64 ? 32 : 16;
+  static constexpr int kForwardRows = kWarps * kForwardWarpRows;  // queries per forward block
   static constexpr int kStride = padded_row<T, D>();
   // forward, dQ: two stages of K and V tiles; dQ adds D of its 64 rows
   static constexpr size_t kForwardBytes = 2 * 2 * size_t(kKeys) * kStride * sizeof(T);
@@ -237,7 +252,11 @@ struct MmaConfig {
   // dK dV: the block's K and V, then two stages of Q, dO, lse and D
   static constexpr size_t kStageBytes = 2 * size_t(kQueries) * kStride * sizeof(T) + 2 * kQueries * sizeof(float);
   static constexpr size_t kDkDvBytes = 2 * size_t(kMmaRows) * kStride * sizeof(T) + 2 * kStageBytes;
-  static_assert(2 * kKeys >= kMmaRows, "a stage holds the block's Q tile (and dQ's dO tile) while they are staged");
+  // the atomic backward's dK dV kernel also holds dS^T, the block's keys by a tile's queries
+  static constexpr int kDsStride = padded_row<T, kQueries>();
+  static constexpr size_t kDkDvDqBytes = kDkDvBytes + size_t(kMmaRows) * kDsStride * sizeof(T);
+  static_assert(2 * kKeys >= kMmaRows && 4 * kKeys >= kForwardRows,
+                "the stages hold the block's Q tile (and dQ's dO tile) while they are staged");
 };
 
 template <class T, int D>
@@ -245,22 +264,24 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     flash_forward(AttnShape s, HeadsIn q, HeadsIn k, HeadsIn v, HeadsOut out, float* lse) {
   using Cfg = MmaConfig<T, D>;
   constexpr int BN = Cfg::kKeys, kStride = Cfg::kStride, kStage = 2 * BN * kStride;
+  constexpr int BM = Cfg::kForwardRows, WR = Cfg::kForwardWarpRows, MT = WR / 16;  // a warp's m16 tiles
   extern __shared__ uint4 smem_words[];
   T* smem = reinterpret_cast<T*>(smem_words);
   const int warp = threadIdx.x >> 5;
   const int64_t b = blockIdx.z, h = blockIdx.y, past = s.Tk - s.Tq;
-  const int64_t q0 = query_tile_start(s.Tq, kMmaRows), q_valid = min64(kMmaRows, s.Tq - q0);
+  const int64_t q0 = query_tile_start(s.Tq, BM), q_valid = min64(BM, s.Tq - q0);
   const int hs = int(s.hs);
   const T* kh = head_of<T>(k, b, h);
   const T* vh = head_of<T>(v, b, h);
 
-  // Q passes through the first stage's buffer into registers, where it stays.
-  load_tile<T, kMmaRows, D, kStride>(smem, head_of<T>(q, b, h) + q0 * q.st, q.st, q_valid, hs);
+  // Q passes through the stages' buffers into registers, where it stays.
+  load_tile<T, BM, D, kStride>(smem, head_of<T>(q, b, h) + q0 * q.st, q.st, q_valid, hs);
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
-  uint32_t qf[D / 16][4];
-  load_a<D / 16>(qf, smem + warp * 16 * kStride, kStride);
+  uint32_t qf[MT][D / 16][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) load_a<D / 16>(qf[mt], smem + (warp * WR + 16 * mt) * kStride, kStride);
   __syncthreads();
 
   auto load_keys = [&](int kt) {
@@ -269,11 +290,13 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     load_tile<T, BN, D, kStride>(stage, kh + k0 * k.st, k.st, s.Tk - k0, hs);
     load_tile<T, BN, D, kStride>(stage + BN * kStride, vh + k0 * v.st, v.st, s.Tk - k0, hs);
   };
-  const int64_t row_pos = past + q0 + warp * 16;  // the position of the warp's first query
+  const int64_t row_pos = past + q0 + warp * WR;  // the position of the warp's first query
   const int key_tiles = int((past + q0 + q_valid + BN - 1) / BN);  // up to the block's last query
   const float c = s.scale * kLog2e;
-  float o[D / 8][4] = {};
-  float m[2] = {neg_inf(), neg_inf()}, l[2] = {0.f, 0.f};
+  float o[MT][D / 8][4] = {};
+  float m[MT][2], l[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) m[mt][0] = m[mt][1] = neg_inf(), l[mt][0] = l[mt][1] = 0.f;
 
   load_keys(0);
   cp_async_commit();
@@ -284,42 +307,50 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     __syncthreads();
     const T* sk = smem + (kt & 1) * kStage;
     const int64_t k0 = int64_t(kt) * BN;
-    const int64_t seen = row_pos + 16 - k0;  // keys of the tile the warp's last row sees
+    const int64_t seen = row_pos + WR - k0;  // keys of the tile the warp's last row sees
     if (seen > 0) {
       const int cols = int(min64(seen, BN));
-      float sc[BN / 8][4] = {};
-      mma_nt<BN, D>(sc, qf, sk, kStride, cols);
-      if (k0 + BN - 1 > row_pos) mask_future_keys<BN>(sc, int(k0 - row_pos));
-      online_softmax<BN, D>(sc, o, m, l, c);
-      uint32_t pf[BN / 16][4];
-      to_a<BN, T>(pf, sc);
-      mma_nn<D, BN>(o, pf, sk + BN * kStride, kStride, cols);
+      float sc[MT][BN / 8][4] = {};
+      mma_nt<BN, D, MT>(sc, qf, sk, kStride, cols);
+      uint32_t pf[MT][BN / 16][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        const int64_t tile_pos = row_pos + 16 * mt;
+        if (k0 + BN - 1 > tile_pos) mask_future_keys<BN>(sc[mt], int(k0 - tile_pos));
+        online_softmax<BN, D>(sc[mt], o[mt], m[mt], l[mt], c);
+        to_a<BN, T>(pf[mt], sc[mt]);
+      }
+      mma_nn<D, BN, MT>(o, pf, sk + BN * kStride, kStride, cols);
     }
     __syncthreads();  // the stage is refilled next iteration
   }
   cp_async_wait<0>();
 
-  float inv[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += shfl_xor(l[r], 1);
-    l[r] += shfl_xor(l[r], 2);
-    inv[r] = 1.f / l[r];
-  }
-  store_rows<T, D>(head_of<T>(out, b, h), out.st, q0 + warp * 16, s.Tq, hs, o, inv);
   const int lane = threadIdx.x & 31;
-  if ((lane & 3) == 0) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    float inv[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const int64_t row = q0 + warp * 16 + (lane >> 2) + 8 * r;
-      if (row < s.Tq) lse[(b * s.H + h) * s.Tq + row] = m[r] * s.scale + logf(l[r]);
+      l[mt][r] += shfl_xor(l[mt][r], 1);
+      l[mt][r] += shfl_xor(l[mt][r], 2);
+      inv[r] = 1.f / l[mt][r];
+    }
+    const int64_t row0 = q0 + warp * WR + 16 * mt;
+    store_rows<T, D>(head_of<T>(out, b, h), out.st, row0, s.Tq, hs, o[mt], inv);
+    if ((lane & 3) == 0) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int64_t row = row0 + (lane >> 2) + 8 * r;
+        if (row < s.Tq) lse[(b * s.H + h) * s.Tq + row] = m[mt][r] * s.scale + logf(l[mt][r]);
+      }
     }
   }
 }
 
 // rowsum(dO * O) of a warp's 16 rows (row0 + r, those < rows), each row's lanes reading 16 bytes
-// at a time and summing in f32 over a fixed shuffle tree; written to `dst[r]` (shared) and to
-// `global` (for the dK dV kernel).
+// at a time and summing in f32 over a fixed shuffle tree; written to `dst[r]` (shared; unless dst is
+// null) and to `global` (for the dK dV kernel).
 template <class T, int D>
 __device__ __forceinline__ void output_rowsums(const T* o, int64_t o_stride, const T* go, int64_t go_stride,
                                                int64_t row0, int64_t rows, int hs, float* dst, float* global) {
@@ -339,7 +370,7 @@ __device__ __forceinline__ void output_rowsums(const T* o, int64_t o_stride, con
 #pragma unroll
     for (int mask = kLanes / 2; mask > 0; mask >>= 1) acc += shfl_xor(acc, mask);
     if (lane % kLanes == 0) {
-      dst[r] = acc;
+      if (dst) dst[r] = acc;
       if (row < rows) global[row] = acc;
     }
   }
@@ -430,16 +461,52 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   store_rows<T, D>(head_of<T>(gq, b, h), gq.st, q0 + warp * 16, s.Tq, hs, dq, scale);
 }
 
-template <class T, int D>
+// The atomic backward's share of dQ from one query tile in the dK dV kernel: dQ[BM queries x D] +=
+// dS K over the block's 64 keys, added into dq_sum's rows (f32, hs apart; rows from `rows` on are
+// past Tq) with atomics. dS^T [64 keys x BM queries] is in shared memory as T (every warp's 16 keys,
+// rows `ds_stride` apart), K [64 keys x D] too; keys from `key_limit` on see none of the tile's
+// queries (their warps skipped the tile and left no dS^T). Warp w takes 16 queries from
+// 16 (w mod BM / 16) and D BM / 64 of the columns, in passes of 32 that keep its accumulators few.
+template <class T, int D, int BM>
+__device__ __forceinline__ void add_dq_share(float* dq_rows, int64_t rows, int hs, const T* ds_t, int ds_stride,
+                                             const T* sk, int k_stride, int key_limit) {
+  constexpr int kRowGroups = BM / 16, kCols = D / (kWarps / kRowGroups), kPass = kCols < 32 ? kCols : 32;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int row0 = (warp % kRowGroups) * 16, col0 = (warp / kRowGroups) * kCols;
+  uint32_t a[kMmaRows / 16][4];
+  load_a_trans<kMmaRows / 16>(a, ds_t + row0, ds_stride, key_limit);  // dS [16 queries x 64 keys]
+#pragma unroll
+  for (int c0 = col0; c0 < col0 + kCols; c0 += kPass) {
+    float acc[kPass / 8][4] = {};
+    mma_nn<kPass, kMmaRows>(acc, a, sk + c0, k_stride, key_limit);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int64_t row = row0 + g + 8 * r;
+      if (row >= rows) continue;
+#pragma unroll
+      for (int nt = 0; nt < kPass / 8; ++nt) {
+        const int col = c0 + nt * 8 + 2 * t;  // hs is a multiple of 8: a pair is in or out whole
+        if (col >= hs) continue;
+        atomicAdd(dq_rows + row * hs + col, acc[nt][2 * r]);
+        atomicAdd(dq_rows + row * hs + col + 1, acc[nt][2 * r + 1]);
+      }
+    }
+  }
+}
+
+// kSumsDq: FlashAttention-2's one backward kernel, which also adds each query tile's share of dQ
+// into dq_sum (add_dq_share); else dq_sum is unused and flash_backward_dq computes dQ.
+template <class T, int D, bool kSumsDq>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     flash_backward_dkdv(AttnShape s, HeadsIn q, HeadsIn k, HeadsIn v, const float* lse, HeadsIn gout, HeadsOut gk,
-                        HeadsOut gv, const float* rowsums) {
+                        HeadsOut gv, const float* rowsums, float* dq_sum) {
   using Cfg = MmaConfig<T, D>;
   constexpr int BM = Cfg::kQueries, kStride = Cfg::kStride;
   extern __shared__ uint4 smem_words[];
   T* sK = reinterpret_cast<T*>(smem_words);
   T* sV = sK + kMmaRows * kStride;
   unsigned char* stages = reinterpret_cast<unsigned char*>(sV + kMmaRows * kStride);
+  T* sDsT = reinterpret_cast<T*>(stages + 2 * Cfg::kStageBytes);  // kSumsDq: dS^T of the current tile
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = lane & 3;
   const int64_t b = blockIdx.z, h = blockIdx.y, bh = b * s.H + h, past = s.Tk - s.Tq;
   const int64_t k0 = int64_t(blockIdx.x) * kMmaRows;  // the block's keys: the first tiles see the most queries
@@ -507,6 +574,13 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
       uint32_t dsf[BM / 16][4];
       to_a<BM, T>(dsf, ds);
       mma_nn<D, BM>(dk, dsf, sq, kStride);  // dK += dS^T Q
+      if constexpr (kSumsDq) store_a<BM / 16>(sDsT + warp * 16 * Cfg::kDsStride, Cfg::kDsStride, dsf);
+    }
+    if constexpr (kSumsDq) {
+      __syncthreads();  // every warp's dS^T is in sDsT
+      const int key_limit = int(min64(kMmaRows, q_pos + BM - k0));  // keys some query of the tile sees
+      add_dq_share<T, D, BM>(dq_sum + (bh * s.Tq + qt * BM) * hs, s.Tq - qt * BM, hs, sDsT, Cfg::kDsStride, sK,
+                             kStride, key_limit);
     }
     __syncthreads();
   }
@@ -745,10 +819,11 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   }
 }
 
-template <int D>
+// kSumsDq: also adds each query tile's dS K into dq_sum with atomics, as flash_backward_dkdv.
+template <int D, bool kSumsDq>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     flash_backward_dkdv_f32(AttnShape s, HeadsIn q, HeadsIn k, HeadsIn v, const float* lse, HeadsIn gout,
-                            HeadsOut gk, HeadsOut gv, const float* rowsums) {
+                            HeadsOut gk, HeadsOut gv, const float* rowsums, float* dq_sum) {
   using Cfg = SimtConfig<D>;
   constexpr int BN = Cfg::kKeyRows, BM = Cfg::kQueries, SD = Cfg::kStride, SM = Cfg::kScoreStride;
   constexpr int RI = Cfg::RI, CJ = Cfg::CJ, CO = Cfg::CO;
@@ -809,6 +884,21 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     __syncthreads();
     simt_product<RI, CO, BM, SM, 1, SD, 1>(dv, sP, sgo);  // dV += P^T dO
     simt_product<RI, CO, BM, SM, 1, SD, 1>(dk, sDs, sq);  // dK += dS^T Q
+    if constexpr (kSumsDq) {
+      // dQ's share [BM queries x D] = dS K over the block's keys: a thread's rows are queries ty + 16 i.
+      constexpr int QI = BM / 16;
+      float dq[QI][CO] = {};
+      simt_product<QI, CO, BN, 1, SM, SD, 1>(dq, sDs, sK);
+      float* dq_rows = dq_sum + (bh * s.Tq + qt * BM) * hs;
+#pragma unroll
+      for (int i = 0; i < QI; ++i) {
+        const int64_t row = ty + 16 * i;
+        if (qt * BM + row >= s.Tq) continue;
+#pragma unroll
+        for (int j = 0; j < CO; ++j)
+          if (tx + 8 * j < hs) atomicAdd(dq_rows + row * hs + tx + 8 * j, dq[i][j]);
+      }
+    }
     __syncthreads();
   }
   cp_async_wait<0>();
@@ -825,6 +915,34 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
         gkh[row * gk.st + tx + 8 * j] = dk[i][j] * s.scale;
         gvh[row * gv.st + tx + 8 * j] = dv[i][j];
       }
+  }
+}
+
+// =====================================================================================================
+// The atomic backward's first and last kernels (every dtype), around flash_backward_dkdv<.., true>.
+// =====================================================================================================
+
+// D = rowsum(dO * O) of 64 queries (a warp's 16 each) for the dK dV kernel, and the same queries'
+// rows of dq_sum zeroed for its atomics.
+template <class T, int D>
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    flash_backward_prepare(AttnShape s, HeadsIn out, HeadsIn gout, float* rowsums, float* dq_sum) {
+  const int warp = threadIdx.x >> 5;
+  const int64_t b = blockIdx.z, h = blockIdx.y, bh = b * s.H + h;
+  const int64_t q0 = int64_t(blockIdx.x) * kMmaRows, q_valid = min64(kMmaRows, s.Tq - q0);
+  output_rowsums<T, D>(head_of<T>(out, b, h) + q0 * out.st, out.st, head_of<T>(gout, b, h) + q0 * gout.st,
+                       gout.st, warp * 16, q_valid, int(s.hs), nullptr, rowsums + bh * s.Tq + q0);
+  float* rows = dq_sum + (bh * s.Tq + q0) * s.hs;
+  for (int64_t i = threadIdx.x; i < q_valid * s.hs; i += kThreadsPerBlock) rows[i] = 0.f;
+}
+
+// dQ = scale dq_sum, rounded once to the gradient's dtype.
+template <class T>
+__global__ void flash_backward_store_dq(AttnShape s, const float* dq_sum, HeadsOut gq) {
+  const int64_t n = s.B * s.H * s.Tq * s.hs, stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const int64_t col = i % s.hs, row = i / s.hs % s.Tq, bh = i / (s.hs * s.Tq);
+    head_of<T>(gq, bh / s.H, bh % s.H)[row * gq.st + col] = from_c<T>(dq_sum[i] * s.scale);
   }
 }
 
@@ -914,10 +1032,10 @@ void launch_attention_forward(DT dtype, const AttnShape& s, HeadsIn q, HeadsIn k
       } else if (s.Tq <= kDecodeMaxQueries) {
         attention_decode<T, D><<<dim3(unsigned(s.Tq), H, B), kThreadsPerBlock, 0, stream>>>(s, q, k, v, out, lse);
       } else if constexpr (is_16_bit_v<T>) {
-        constexpr size_t bytes = MmaConfig<T, D>::kForwardBytes;
-        LATHE_ALLOW_SHARED(bytes, flash_forward<T, D>);
-        const unsigned tiles = unsigned((s.Tq + kMmaRows - 1) / kMmaRows);
-        flash_forward<T, D><<<dim3(tiles, H, B), kThreadsPerBlock, bytes, stream>>>(s, q, k, v, out, lse);
+        using Cfg = MmaConfig<T, D>;
+        LATHE_ALLOW_SHARED(Cfg::kForwardBytes, flash_forward<T, D>);
+        const unsigned tiles = unsigned((s.Tq + Cfg::kForwardRows - 1) / Cfg::kForwardRows);
+        flash_forward<T, D><<<dim3(tiles, H, B), kThreadsPerBlock, Cfg::kForwardBytes, stream>>>(s, q, k, v, out, lse);
       } else {
         constexpr size_t bytes = SimtConfig<D>::kForwardFloats * sizeof(float);
         LATHE_ALLOW_SHARED(bytes, flash_forward_f32<D>);
@@ -931,34 +1049,54 @@ void launch_attention_forward(DT dtype, const AttnShape& s, HeadsIn q, HeadsIn k
 
 void launch_attention_backward(DT dtype, const AttnShape& s, HeadsIn q, HeadsIn k, HeadsIn v, HeadsIn out,
                                const float* lse, HeadsIn gout, HeadsOut gq, HeadsOut gk, HeadsOut gv,
-                               float* rowsums, cudaStream_t stream) {
+                               float* rowsums, float* dq_sum, cudaStream_t stream) {
   if (s.B * s.H * s.Tq == 0) return;
   const unsigned H = unsigned(s.H), B = unsigned(s.B);
   with_head_size(s.hs, [&]<int D>() {
     LATHE_CUDA_DISPATCH_FLOAT(dtype, "causal_attention_backward", [&]<class T>() {
       if constexpr (std::is_same_v<T, double>) {
         fail_dtype("causal_attention_backward", dtype);
+      } else if (dq_sum != nullptr) {
+        // FlashAttention-2's: D and a zeroed dq_sum, one kernel over key tiles, dQ from dq_sum.
+        const unsigned q_tiles = unsigned((s.Tq + kMmaRows - 1) / kMmaRows);
+        flash_backward_prepare<T, D><<<dim3(q_tiles, H, B), kThreadsPerBlock, 0, stream>>>(s, out, gout, rowsums,
+                                                                                           dq_sum);
+        if constexpr (is_16_bit_v<T>) {
+          using Cfg = MmaConfig<T, D>;
+          LATHE_ALLOW_SHARED(Cfg::kDkDvDqBytes, flash_backward_dkdv<T, D, true>);
+          const unsigned k_tiles = unsigned((s.Tk + kMmaRows - 1) / kMmaRows);
+          flash_backward_dkdv<T, D, true><<<dim3(k_tiles, H, B), kThreadsPerBlock, Cfg::kDkDvDqBytes, stream>>>(
+              s, q, k, v, lse, gout, gk, gv, rowsums, dq_sum);
+        } else {
+          using Cfg = SimtConfig<D>;
+          constexpr size_t bytes = Cfg::kDkDvFloats * sizeof(float);
+          LATHE_ALLOW_SHARED(bytes, flash_backward_dkdv_f32<D, true>);
+          const unsigned k_tiles = unsigned((s.Tk + Cfg::kKeyRows - 1) / Cfg::kKeyRows);
+          flash_backward_dkdv_f32<D, true><<<dim3(k_tiles, H, B), kThreadsPerBlock, bytes, stream>>>(
+              s, q, k, v, lse, gout, gk, gv, rowsums, dq_sum);
+        }
+        flash_backward_store_dq<T><<<grid_for(s.B * s.H * s.Tq * s.hs), kThreads, 0, stream>>>(s, dq_sum, gq);
       } else if constexpr (is_16_bit_v<T>) {
         using Cfg = MmaConfig<T, D>;
         LATHE_ALLOW_SHARED(Cfg::kDqBytes, flash_backward_dq<T, D>);
-        LATHE_ALLOW_SHARED(Cfg::kDkDvBytes, flash_backward_dkdv<T, D>);
+        LATHE_ALLOW_SHARED(Cfg::kDkDvBytes, flash_backward_dkdv<T, D, false>);
         const unsigned q_tiles = unsigned((s.Tq + kMmaRows - 1) / kMmaRows);
         const unsigned k_tiles = unsigned((s.Tk + kMmaRows - 1) / kMmaRows);
         flash_backward_dq<T, D><<<dim3(q_tiles, H, B), kThreadsPerBlock, Cfg::kDqBytes, stream>>>(
             s, q, k, v, out, lse, gout, gq, rowsums);
-        flash_backward_dkdv<T, D><<<dim3(k_tiles, H, B), kThreadsPerBlock, Cfg::kDkDvBytes, stream>>>(
-            s, q, k, v, lse, gout, gk, gv, rowsums);
+        flash_backward_dkdv<T, D, false><<<dim3(k_tiles, H, B), kThreadsPerBlock, Cfg::kDkDvBytes, stream>>>(
+            s, q, k, v, lse, gout, gk, gv, rowsums, nullptr);
       } else {
         using Cfg = SimtConfig<D>;
         constexpr size_t dq_bytes = Cfg::kDqFloats * sizeof(float), dkdv_bytes = Cfg::kDkDvFloats * sizeof(float);
         LATHE_ALLOW_SHARED(dq_bytes, flash_backward_dq_f32<D>);
-        LATHE_ALLOW_SHARED(dkdv_bytes, flash_backward_dkdv_f32<D>);
+        LATHE_ALLOW_SHARED(dkdv_bytes, flash_backward_dkdv_f32<D, false>);
         const unsigned q_tiles = unsigned((s.Tq + Cfg::kRows - 1) / Cfg::kRows);
         const unsigned k_tiles = unsigned((s.Tk + Cfg::kKeyRows - 1) / Cfg::kKeyRows);
         flash_backward_dq_f32<D><<<dim3(q_tiles, H, B), kThreadsPerBlock, dq_bytes, stream>>>(
             s, q, k, v, out, lse, gout, gq, rowsums);
-        flash_backward_dkdv_f32<D><<<dim3(k_tiles, H, B), kThreadsPerBlock, dkdv_bytes, stream>>>(
-            s, q, k, v, lse, gout, gk, gv, rowsums);
+        flash_backward_dkdv_f32<D, false><<<dim3(k_tiles, H, B), kThreadsPerBlock, dkdv_bytes, stream>>>(
+            s, q, k, v, lse, gout, gk, gv, rowsums, nullptr);
       }
     });
   });

@@ -102,12 +102,16 @@ void CudaBackend::causal_attention_backward(const Tensor& q, const Tensor& k, co
   const Tensor qr = readable(q, hs_k), kr = readable(k, hs_k), vr = readable(v, hs_k), outr = readable(out, hs_k),
                goutr = readable(gout, hs_k);
   Writable dq(gq, hs_k), dk(gk, hs_k), dv(gv, hs_k);
-  const Tensor rowsums = scratch_like(q, size_t(q.size(0) * q.size(1) * q.size(2)) * sizeof(float));
+  const size_t queries = size_t(q.size(0) * q.size(1) * q.size(2));
+  const Tensor rowsums = scratch_like(q, queries * sizeof(float));
+  const bool atomic = attention_backward() == AttentionBackward::atomic;
+  const Tensor dq_sum = atomic ? scratch_like(q, queries * size_t(hs_k) * sizeof(float)) : Tensor();
   launch_attention_backward(dt_of(q.dtype()), attn_shape(q, k, scale, hs_k, "causal_attention_backward"),
                             heads_in(qr), heads_in(kr), heads_in(vr), heads_in(outr),
                             static_cast<const float*>(lse.data_ptr()), heads_in(goutr), heads_out(dq.kernel_side),
                             heads_out(dk.kernel_side), heads_out(dv.kernel_side),
-                            static_cast<float*>(rowsums.data_ptr()), ctx.stream);
+                            static_cast<float*>(rowsums.data_ptr()),
+                            atomic ? static_cast<float*>(dq_sum.data_ptr()) : nullptr, ctx.stream);
   dq.finish();
   dk.finish();
   dv.finish();

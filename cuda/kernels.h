@@ -163,10 +163,12 @@ constexpr int64_t kAttentionMaxHeadSize = 128;
 void launch_attention_forward(DT dtype, const AttnShape& s, HeadsIn q, HeadsIn k, HeadsIn v, HeadsOut out,
                               float* lse, cudaStream_t stream);
 // gq, gk, gv from the forward's operands, out and lse, and gout; rowsums is scratch of B * H * Tq
-// floats (rowsum(gout * out) of each query).
+// floats (rowsum(gout * out) of each query). dq_sum null: the split backward (dQ in a kernel of its
+// own, deterministic); else scratch of B * H * Tq * hs floats for FlashAttention-2's one kernel,
+// which sums dQ there with atomics (core/backend.h, AttentionBackward).
 void launch_attention_backward(DT dtype, const AttnShape& s, HeadsIn q, HeadsIn k, HeadsIn v, HeadsIn out,
                                const float* lse, HeadsIn gout, HeadsOut gq, HeadsOut gk, HeadsOut gv,
-                               float* rowsums, cudaStream_t stream);
+                               float* rowsums, float* dq_sum, cudaStream_t stream);
 
 // ---- tokens.cu: embedding and cross-entropy ----
 void launch_embedding(DT dtype, const void* weight, int64_t vocab, int64_t dim, DT idx_dtype, const void* idx,

@@ -1,5 +1,5 @@
 // Tensor-core building blocks of the attention kernels (cuda/attention.cu): the PTX instructions
-// they use, and warp-level products of a 16-row tile built on them.
+// they use, and warp-level products of 16-row tiles built on them.
 //
 // One warp multiplies with `mma.sync.aligned.m16n8k16`: D[16 x 8] = A[16 x 16] B[16 x 8] + C, A and
 // B 16-bit (bf16 or f16), C and D f32. Each lane holds pieces of every operand in registers, in the
@@ -109,7 +109,7 @@ __device__ __forceinline__ void cp_async_wait() {
 
 namespace lathe::cuda {
 
-// ---- warp-level products of a 16-row tile, from the primitives above ----
+// ---- warp-level products of 16-row tiles, from the primitives above ----
 
 // The A operand of a[16 x 16 KSTEPS] from a row-major shared tile (its first row; rows `stride`
 // apart): lanes 0-15 give rows 0-15 at column 16 ks, lanes 16-31 the same rows at 16 ks + 8.
@@ -121,13 +121,43 @@ __device__ __forceinline__ void load_a(uint32_t (&a)[KSTEPS][4], const T* tile, 
   for (int ks = 0; ks < KSTEPS; ++ks) ldmatrix_x4(a[ks], row + ks * 16);
 }
 
-// c[16 x N] += a[16 x K] bt^T, bt a shared tile of N rows of K elements (B stored transposed: K^T
-// for scores from K's rows). One ldmatrix.x4 gives the B fragments of two n8 tiles: matrices 0 and
-// 1 are rows n .. n+7 at columns k and k+8, matrices 2 and 3 rows n+8 .. n+15. Columns of c from
-// `n_limit` on are left alone (the work a causal mask would discard), rounded up to 16.
-template <int N, int K, class T>
-__device__ __forceinline__ void mma_nt(float (&c)[N / 8][4], const uint32_t (&a)[K / 16][4], const T* bt, int stride,
-                                       int n_limit = N) {
+// The A operand of a[16 x 16 KSTEPS] from a shared tile holding A transposed (its rows are A's
+// columns, `stride` apart: dS^T's rows for dS K), through the transposing ldmatrix: matrix i is the
+// tile's rows 16 ks + 8 (i / 2) .. + 7 at column 8 (i % 2), which, transposed, is register i of an A
+// fragment (the layouts above). K-steps from `k_limit` on (rounded up to 16) are not loaded.
+template <int KSTEPS, class T>
+__device__ __forceinline__ void load_a_trans(uint32_t (&a)[KSTEPS][4], const T* tile_t, int stride,
+                                             int k_limit = 16 * KSTEPS) {
+  const int lane = threadIdx.x & 31;
+  const T* row = tile_t + ((lane & 7) + ((lane >> 4) << 3)) * stride + ((lane >> 3) & 1) * 8;
+#pragma unroll
+  for (int ks = 0; ks < KSTEPS; ++ks) {
+    if (ks * 16 >= k_limit) break;
+    ldmatrix_x4_trans(a[ks], row + ks * 16 * stride);
+  }
+}
+
+// Stores an A operand a[16 x 16 KSTEPS] into a row-major shared tile (its first row; rows `stride`
+// apart): the inverse of load_a, one 4-byte word (two elements) per register.
+template <int KSTEPS, class T>
+__device__ __forceinline__ void store_a(T* tile, int stride, const uint32_t (&a)[KSTEPS][4]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int ks = 0; ks < KSTEPS; ++ks)
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      *reinterpret_cast<uint32_t*>(tile + (g + 8 * (i & 1)) * stride + 16 * ks + 8 * (i >> 1) + 2 * t) = a[ks][i];
+}
+
+// c[mt][16 x N] += a[mt][16 x K] bt^T for MT 16-row tiles of a warp (its rows 16 mt on), bt a shared
+// tile of N rows of K elements (B stored transposed: K^T for scores from K's rows). One ldmatrix.x4
+// gives the B fragments of two n8 tiles: matrices 0 and 1 are rows n .. n+7 at columns k and k+8,
+// matrices 2 and 3 rows n+8 .. n+15; each is read once for all MT tiles, so a warp of 32 rows
+// reads shared memory half as often per product as one of 16. Columns of c from `n_limit` on are
+// left alone (the work a causal mask would discard), rounded up to 16.
+template <int N, int K, int MT, class T>
+__device__ __forceinline__ void mma_nt(float (&c)[MT][N / 8][4], const uint32_t (&a)[MT][K / 16][4], const T* bt,
+                                       int stride, int n_limit = N) {
   const int lane = threadIdx.x & 31;
   const T* row = bt + ((lane & 7) + ((lane >> 4) << 3)) * stride + ((lane >> 3) & 1) * 8;
 #pragma unroll
@@ -137,19 +167,23 @@ __device__ __forceinline__ void mma_nt(float (&c)[N / 8][4], const uint32_t (&a)
     for (int ks = 0; ks < K / 16; ++ks) {
       uint32_t b[4];
       ldmatrix_x4(b, row + np * 16 * stride + ks * 16);
-      mma_16816<T>(c[2 * np], a[ks], b[0], b[1]);
-      mma_16816<T>(c[2 * np + 1], a[ks], b[2], b[3]);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        mma_16816<T>(c[mt][2 * np], a[mt][ks], b[0], b[1]);
+        mma_16816<T>(c[mt][2 * np + 1], a[mt][ks], b[2], b[3]);
+      }
     }
   }
 }
 
-// c[16 x N] += a[16 x K] b, b a shared tile of K rows of N elements (row-major: V for P V). The
-// transposing ldmatrix gives the B fragments of two n8 tiles: matrices 0 and 1 are rows k .. k+7
-// and k+8 .. k+15 at column n, matrices 2 and 3 the same rows at column n + 8. Rows of b from
-// `k_limit` on are skipped (A is zero there), rounded up to 16.
-template <int N, int K, class T>
-__device__ __forceinline__ void mma_nn(float (&c)[N / 8][4], const uint32_t (&a)[K / 16][4], const T* b, int stride,
-                                       int k_limit = K) {
+// c[mt][16 x N] += a[mt][16 x K] b for MT 16-row tiles, b a shared tile of K rows of N elements
+// (row-major: V for P V). The transposing ldmatrix gives the B fragments of two n8 tiles: matrices
+// 0 and 1 are rows k .. k+7 and k+8 .. k+15 at column n, matrices 2 and 3 the same rows at column
+// n + 8; each is read once for all MT tiles. Rows of b from `k_limit` on are skipped (A is zero
+// there), rounded up to 16.
+template <int N, int K, int MT, class T>
+__device__ __forceinline__ void mma_nn(float (&c)[MT][N / 8][4], const uint32_t (&a)[MT][K / 16][4], const T* b,
+                                       int stride, int k_limit = K) {
   const int lane = threadIdx.x & 31;
   const T* row = b + ((lane & 7) + (((lane >> 3) & 1) << 3)) * stride + (lane >> 4) * 8;
 #pragma unroll
@@ -159,10 +193,27 @@ __device__ __forceinline__ void mma_nn(float (&c)[N / 8][4], const uint32_t (&a)
     for (int np = 0; np < N / 16; ++np) {
       uint32_t bf[4];
       ldmatrix_x4_trans(bf, row + ks * 16 * stride + np * 16);
-      mma_16816<T>(c[2 * np], a[ks], bf[0], bf[1]);
-      mma_16816<T>(c[2 * np + 1], a[ks], bf[2], bf[3]);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        mma_16816<T>(c[mt][2 * np], a[mt][ks], bf[0], bf[1]);
+        mma_16816<T>(c[mt][2 * np + 1], a[mt][ks], bf[2], bf[3]);
+      }
     }
   }
+}
+
+// The same products for one 16-row tile (c[16 x N], a[16 x K]).
+template <int N, int K, class T>
+__device__ __forceinline__ void mma_nt(float (&c)[N / 8][4], const uint32_t (&a)[K / 16][4], const T* bt, int stride,
+                                       int n_limit = N) {
+  mma_nt<N, K, 1>(reinterpret_cast<float(&)[1][N / 8][4]>(c), reinterpret_cast<const uint32_t(&)[1][K / 16][4]>(a),
+                  bt, stride, n_limit);
+}
+template <int N, int K, class T>
+__device__ __forceinline__ void mma_nn(float (&c)[N / 8][4], const uint32_t (&a)[K / 16][4], const T* b, int stride,
+                                       int k_limit = K) {
+  mma_nn<N, K, 1>(reinterpret_cast<float(&)[1][N / 8][4]>(c), reinterpret_cast<const uint32_t(&)[1][K / 16][4]>(a),
+                  b, stride, k_limit);
 }
 
 // The f32 accumulators of a [16 x K] tile, rounded to T, as the A operand of a product over K:

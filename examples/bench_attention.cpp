@@ -1,13 +1,16 @@
 // Causal attention alone, forward and backward through the op layer, on any device and dtype: the
 // figure tools/gpu_check.sh sets beside PyTorch's SDPA (tools/torch_bench_device.py --attention).
 //
-//   bench_attention [--device D] [--dtype bf16|f16|f32|f64] [--shape B,H,T,D] [--steps N] [--warmup N] [--json]
+//   bench_attention [--device D] [--dtype bf16|f16|f32|f64] [--shape B,H,T,D] [--steps N] [--warmup N]
+//                   [--attention-backward split|atomic] [--json]
 //
 // One step: out = causal_attention(q, k, v, 1/sqrt(D)) on q, k, v [B, H, T, D] (leaves that need
 // gradients), then out.backward(g), then the device is synchronised; the figure is the mean over
 // the timed steps. TFLOP/s counts the products over the visible (query, key) pairs, as FlashAttention's
 // benchmarks do for a causal mask: 4 B H T^2 D / 2 forward and 2.5 times that backward.
-// Defaults: cpu, f32, 16,12,1024,64 (GPT-2's attention at batch 16), 10 steps after 3.
+// (whichever backward runs: FlashAttention-2's atomic one does those 5 products, the split one 7).
+// Defaults: cpu, f32, 16,12,1024,64 (GPT-2's attention at batch 16), 10 steps after 3, the split
+// backward (core/backend.h; the CPU has one backward and ignores it).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -26,7 +29,7 @@ namespace {
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "bench_attention: %s\nusage: bench_attention [--device D] [--dtype bf16|f16|f32|f64] "
-               "[--shape B,H,T,D] [--steps N] [--warmup N] [--json]\n",
+               "[--shape B,H,T,D] [--steps N] [--warmup N] [--attention-backward split|atomic] [--json]\n",
                why.c_str());
   std::exit(2);
 }
@@ -42,7 +45,7 @@ int64_t count(const std::string& flag, const std::string& v, int64_t least) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string device_name = "cpu", dtype_arg = "f32";
+  std::string device_name = "cpu", dtype_arg = "f32", backward_arg = "split";
   int64_t B = 16, H = 12, T = 1024, D = 64, steps = 10, warmup = 3;
   bool json = false;
   for (int i = 1; i < argc; ++i) {
@@ -57,6 +60,7 @@ int main(int argc, char** argv) {
     else if (flag == "--dtype") dtype_arg = value;
     else if (flag == "--steps") steps = count(flag, value, 1);
     else if (flag == "--warmup") warmup = count(flag, value, 0);
+    else if (flag == "--attention-backward") backward_arg = value;
     else if (flag == "--shape") {
       int64_t* dims[] = {&B, &H, &T, &D};
       size_t at = 0;
@@ -73,6 +77,7 @@ int main(int argc, char** argv) {
   }
   try {
     const Device device = Device::parse(device_name);
+    set_attention_backward(parse_attention_backward(backward_arg));
     const DType dtype = dtype_arg == "bf16" ? DType::bf16
                         : dtype_arg == "f16" ? DType::f16
                         : dtype_arg == "f32" ? DType::f32
@@ -105,15 +110,15 @@ int main(int argc, char** argv) {
     const double peak_mib = double(memory_stats(device).peak_allocated) / double(1 << 20);
     if (json)
       std::printf("{\"who\": \"lathe\", \"op\": \"causal_attention\", \"device\": \"%s\", \"dtype\": \"%s\", "
-                  "\"shape\": [%lld, %lld, %lld, %lld], \"ms_fwd_bwd\": %.4f, \"tflop_per_s\": %.2f, "
-                  "\"peak_mib\": %.0f}\n",
-                  device.str().c_str(), dtype_name(dtype), (long long)B, (long long)H, (long long)T, (long long)D, ms,
-                  tflops, peak_mib);
+                  "\"shape\": [%lld, %lld, %lld, %lld], \"backward\": \"%s\", \"ms_fwd_bwd\": %.4f, "
+                  "\"tflop_per_s\": %.2f, \"peak_mib\": %.0f}\n",
+                  device.str().c_str(), dtype_name(dtype), (long long)B, (long long)H, (long long)T, (long long)D,
+                  backward_arg.c_str(), ms, tflops, peak_mib);
     else
-      std::printf("lathe causal_attention %s %s [%lld, %lld, %lld, %lld]: %.3f ms forward + backward, %.1f TFLOP/s, "
-                  "peak %.0f MiB\n",
-                  device.str().c_str(), dtype_name(dtype), (long long)B, (long long)H, (long long)T, (long long)D, ms,
-                  tflops, peak_mib);
+      std::printf("lathe causal_attention %s %s [%lld, %lld, %lld, %lld], %s backward: %.3f ms forward + backward, "
+                  "%.1f TFLOP/s, peak %.0f MiB\n",
+                  device.str().c_str(), dtype_name(dtype), (long long)B, (long long)H, (long long)T, (long long)D,
+                  backward_arg.c_str(), ms, tflops, peak_mib);
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_attention: %s\n", e.what());
     return 1;

@@ -476,3 +476,31 @@ TEST_CASE("precision: --tf32 is off by default, noted and ignored on the cpu, ke
   REQUIRE_MESSAGE(b.code == 0, b.output);
   CHECK(b.output.find("\"tf32\":true") != std::string::npos);
 }
+
+TEST_CASE("precision: --attention-backward is split by default, kept in the run's options, a resume may change it, and a wrong name is refused") {
+  TempDir d("attention_backward");
+  const RunInputs in = write_inputs(d);
+  const fs::path out = d.path / "run";
+  const std::string common = "--threads 1 --sample-tokens 0 --eval-interval 0 --eval-iters 1 --data '" + in.data +
+                             "' --config '" + in.config + "' --out '" + out.string() + "'";
+  const auto r = run_lathe("train --quiet --steps 2 " + common);
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  train::TrainOptions given;
+  given.quiet = true;
+  CHECK(train::Trainer::resume(out.string(), given, {}).options().attention_backward == "split");
+  CHECK(attention_backward() == AttentionBackward::split);
+  // A resume may change it (it changes the order of a GPU's sums, as a new --device does).
+  const auto r2 = run_lathe("train --quiet --resume '" + out.string() + "' --steps 3 --attention-backward atomic");
+  REQUIRE_MESSAGE(r2.code == 0, r2.output);
+  CHECK(train::Trainer::resume(out.string(), given, {}).options().attention_backward == "atomic");
+  set_attention_backward(AttentionBackward::split);  // the resume above set it, process-wide
+  // A wrong name: refused before anything runs, by the command line and by a checkpoint's options.
+  const auto bad = run_lathe("train --quiet --steps 2 --attention-backward atomics " + common);
+  CHECK(bad.code != 0);
+  CHECK_MESSAGE(bad.output.find("--attention-backward") != std::string::npos, bad.output);
+  CHECK_THROWS_WITH_AS(parse_attention_backward("atomics"),
+                       doctest::Contains("the attention backward 'atomics' is not one of split"), Error);
+  const auto b = run_lathe("bench --config tiny --steps 1 --warmup 0 --threads 1 --attention-backward atomic --json");
+  REQUIRE_MESSAGE(b.code == 0, b.output);
+  CHECK(b.output.find("\"attention_backward\":\"atomic\"") != std::string::npos);
+}

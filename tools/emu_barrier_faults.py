@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Proves that the CUDA emulator's race detector sees a missing barrier in the attention kernels:
-removes, one at a time, the two block barriers of each tiled attention kernel's key loop in
+removes, one at a time, each block barrier of each tiled attention kernel's key (or query) loop in
 cuda/attention.cu (the one after cp_async_wait<1>(), which makes the stage other warps loaded
-visible, and the last one of the loop body, after which the stage is refilled), rebuilds the
+visible; the last one of the loop body, after which the stage is refilled; and those between, after
+which a tile that one thread wrote to shared memory is read by others), rebuilds the
 emulated suite, and runs the attention cases; each removal must end them with the detector's report
 of a race in shared memory (cuda/emulator/README.md). cuda/attention.cu is restored after each try
 (and on any exit). About 12 s a removal on two cores.
@@ -30,22 +31,24 @@ def kernels(text):
 
 
 def barriers(text):
-    """(kernel, which, offset, length) of each barrier to remove."""
+    """(kernel, which, offset, length) of each barrier to remove: every __syncthreads of the key (or
+    query) loop's body."""
     found = []
     for name, start, end in kernels(text):
         body = text[start:end]
-        m = re.search(r"cp_async_wait<1>\(\);\n(\s*__syncthreads\(\);[^\n]*\n)", body)
-        if m:
-            found.append((name, "after cp_async_wait<1>", start + m.start(1), len(m.group(1))))
         loop = re.search(r"for \(int(?:64_t)? [kq]t = [^\n]*\{\n", body)
-        if loop:
-            # The loop body's last barrier: the last __syncthreads before the loop's closing brace at its indent.
-            close = body.find("\n" + " " * 2 + "}\n", loop.end())
-            last = body.rfind("__syncthreads();", loop.end(), close)
-            if last >= 0:
-                line_start = body.rfind("\n", 0, last) + 1
-                line_end = body.find("\n", last) + 1
-                found.append((name, "the stage refill", start + line_start, line_end - line_start))
+        if not loop:
+            continue
+        close = body.find("\n" + " " * 2 + "}\n", loop.end())  # the loop's closing brace, at its indent
+        lines = [m.start() for m in re.finditer(r"[^\n]*__syncthreads\(\);[^\n]*\n", body[loop.end():close + 1])]
+        for i, at in enumerate(lines):
+            line_start = loop.end() + at
+            line_end = body.find("\n", line_start) + 1
+            before = body[body.rfind("\n", 0, line_start - 1) + 1:line_start]
+            which = ("after cp_async_wait<1>" if "cp_async_wait<1>" in before
+                     else "the stage refill" if i == len(lines) - 1
+                     else "inside the loop")
+            found.append((name, which, start + line_start, line_end - line_start))
     return found
 
 

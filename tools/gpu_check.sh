@@ -16,13 +16,13 @@
 # the H200 run of 2026-11-26 and the CPU machine's timings, to correct from the first full log):
 #   unpack         unpack the pack afresh and check that it was built from this work tree        15 s
 #   setup          check that the GPU is the pack's architecture, name it and what lathe sees     10 s
-#   bench-lathe    lathe bench --config gpt2 in f32 and bf16 at batch 4 and 16: tok/s, MFU, peak
-#                  device memory                                                                  85 s
+#   bench-lathe    lathe bench --config gpt2 in f32 and bf16 at batch 4 and 16, and bf16 at batch
+#                  16 with the atomic attention backward: tok/s, MFU, peak device memory          85 s
 #   bench-torch    PyTorch on the same model: naive f32, SDPA f32 and SDPA bf16 eager at batch 4
 #                  and 16, torch.compile bf16 at batch 16 (one compile) (tools/torch_bench_device.py);
 #                  left out, saying so, without PyTorch                                          135 s
 #   attention      causal attention alone (B 16, H 12, T 1024, D 64, bf16, forward + backward):
-#                  examples/bench_attention against PyTorch's SDPA                               25 s
+#                  examples/bench_attention, split and atomic backward, against PyTorch's SDPA   25 s
 #   cuda-suite     tests/test_cuda.cpp: every kernel against the CPU backend                      50 s
 #   device-suites  every other GPU case: the op registry, `lathe ref` ops, checkpoint placement,
 #                  every golden case against its expected result, on cuda:0                       50 s
@@ -159,6 +159,9 @@ bench_lathe() {
         --steps "$bench_steps" --warmup "$bench_warmup" --json | tee -a "$out/figures.jsonl" || return 1
     done
   done
+  # FlashAttention-2's one-kernel backward (dQ by atomics), at the batch the acceptance compares.
+  "$lathe" bench --config "$bench_config" --device "$device" --precision bf16 --batch 16 --attention-backward atomic \
+    --steps "$bench_steps" --warmup "$bench_warmup" --json | tee -a "$out/figures.jsonl" || return 1
 }
 
 have_torch() {
@@ -177,8 +180,11 @@ bench_torch() {
 }
 
 attention() {
-  "$LATHE_BUILD/examples/bench_attention" --device "$device" --dtype "$attention_dtype" --shape "$attention_shape" \
-    --json | tee -a "$out/figures.jsonl" || return 1
+  local backward
+  for backward in split atomic; do
+    "$LATHE_BUILD/examples/bench_attention" --device "$device" --dtype "$attention_dtype" --shape "$attention_shape" \
+      --attention-backward "$backward" --json | tee -a "$out/figures.jsonl" || return 1
+  done
   have_torch || return 0
   python3 tools/torch_bench_device.py --attention "$attention_shape" "$torch_device" 20 --dtype "$attention_dtype" \
     --json | tee -a "$out/figures.jsonl"

@@ -13,15 +13,16 @@ namespace {
 
 // The checkpoint's options with the run-management flags the user gave on top. What may change:
 // how long and where the run goes on, not what it computes. (A new device or thread count
-// restores the same state, by policy, but need not give the same bits; nor does --tf32, which says
-// how a GPU rounds the inputs of f32 products, as a change of device does.) The world size is not
+// restores the same state, by policy, but need not give the same bits; nor do --tf32, which says
+// how a GPU rounds the inputs of f32 products, and --attention-backward, which says in what order it
+// sums attention's dQ, as a change of device does.) The world size is not
 // an option and --zero may change: a checkpoint holds the whole state in one file, whoever wrote it.
 TrainOptions merged_options(const TrainOptions& stored_options, const TrainOptions& given,
                             const std::vector<std::string>& given_keys) {
   static const std::vector<std::string> free_keys = {"steps",   "eval_interval", "eval_iters",    "ckpt_interval",
                                                      "keep_last", "threads",     "device",        "out",
                                                      "sample_tokens", "data", "zero", "grad_slices", "tf32",
-                                                     "dist_timeout", "eval_mc", "sft"};
+                                                     "dist_timeout", "eval_mc", "sft", "attention_backward"};
   nlohmann::json stored = to_json(stored_options), wanted = to_json(given);
   for (const std::string& key : given_keys) {
     if (!wanted.contains(key)) continue;

@@ -105,6 +105,7 @@ void for_each_option(TrainOptions& o, F&& f) {
   f("precision", o.precision);
   f("fused", o.fused);
   f("tf32", o.tf32);
+  f("attention_backward", o.attention_backward);
   f("init_scale", o.init_scale);
   f("scale_growth_interval", o.scale_growth_interval);
   f("eval_interval", o.eval_interval);

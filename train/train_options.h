@@ -35,6 +35,9 @@ struct TrainOptions {
   std::string precision = "f32";  // f32 | bf16 | fp16 (nn/precision.h); fp16 trains with a loss scaler
   bool fused = false;             // the optimizer's fused path (always taken on cuda where it exists)
   bool tf32 = false;              // f32 products on TF32 tensor cores (cuda; the CPU ignores it); a resume may change it
+  // How cuda sums attention's dQ (core/backend.h): split (deterministic) or atomic (FlashAttention-2's
+  // one kernel); the CPU ignores it; a resume may change it.
+  std::string attention_backward = "split";
   double init_scale = 65536;      // fp16: the loss scaler's first scale
   int64_t scale_growth_interval = 2000;  // fp16: good steps after which the scale doubles
   int64_t eval_interval = 100;  // evaluate every this many steps (and at the end); 0: only at the end

@@ -104,6 +104,7 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
   threads_ = std::make_unique<ThreadGovernor>(options_.threads);
   device_ = Device::parse(options_.device);
   set_allow_tf32(options_.tf32);
+  set_attention_backward(parse_attention_backward(options_.attention_backward));
   if (options_.tf32 && device_.type != DeviceType::cuda)
     std::fprintf(stderr, "lathe: note: --tf32 is for f32 products on cuda; the %s device ignores it\n",
                  device_.str().c_str());
@@ -652,6 +653,8 @@ void Trainer::describe_run(const RunReport& report) const {
                dtype_name(nn::low_dtype(state_.model->precision())), low_logits ? "" : ", logits", scaling);
   }
   if (o.tf32 && device_.type == DeviceType::cuda) report.say("f32 products on TF32 tensor cores (--tf32)\n");
+  if (attention_backward() == AttentionBackward::atomic && device_.type == DeviceType::cuda)
+    report.say("attention's backward in one kernel, dQ summed by atomics (--attention-backward atomic)\n");
 }
 
 TrainSummary Trainer::finish_complete_run(const std::string& dir, const RunReport& report) {

@@ -33,6 +33,7 @@ struct BenchOptions {
   int threads = 0;
   std::string precision = "f32";
   bool tf32 = false;
+  std::string attention_backward = "split";
   // MFU's denominator: an H100 SXM's dense BF16 tensor-core peak, the figure nanoGPT and llm.c
   // (and tools/torch_bench_device.py) report MFU against, whatever the precision.
   double peak_tflops = 989.4;
@@ -134,6 +135,7 @@ void run_bench(const BenchOptions& o) {
   }
   ThreadGovernor threads(o.threads);
   set_allow_tf32(o.tf32);
+  set_attention_backward(parse_attention_backward(o.attention_backward));
   if (o.tf32 && device.type != DeviceType::cuda)
     std::fprintf(stderr, "lathe: note: --tf32 is for f32 products on cuda; the %s device ignores it\n",
                  device.str().c_str());
@@ -180,6 +182,7 @@ void run_bench(const BenchOptions& o) {
   if (o.json) {
     nlohmann::json j = {{"config", choice.name},  {"device", device.str()},  {"params", model.num_params()},
                         {"precision", nn::precision_name(precision)}, {"tf32", o.tf32},
+                        {"attention_backward", o.attention_backward},
                         {"batch", B},             {"seq_len", T},            {"threads", openmp_max_threads()},
                         {"steps", o.steps},       {"ms_per_step", seconds * 1e3}, {"tok_per_s", tokens / seconds},
                         {"gflop_per_s", flops / seconds / 1e9}, {"mfu", mfu}, {"peak_tflops", o.peak_tflops},
@@ -219,6 +222,10 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--precision", o->precision, "f32, bf16 or fp16 (fp16 with the loss scaler), as lathe train")
       ->capture_default_str();
   cmd->add_flag("--tf32", o->tf32, "f32 products on TF32 tensor cores (cuda; ignored on cpu), as lathe train");
+  cmd->add_option("--attention-backward", o->attention_backward,
+                  "split (deterministic) or atomic (FlashAttention-2's one kernel; cuda only), as lathe train")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"split", "atomic"}));
   cmd->add_option("--peak-tflops", o->peak_tflops,
                   "the device's peak for MFU, in TFLOP/s (default: an H100 SXM's dense BF16 peak)")
       ->capture_default_str();

@@ -188,6 +188,12 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--tf32", o->tf32,
                 "f32 products on TF32 tensor cores (cuda: f32's range, 10 bits of mantissa in the products' inputs; "
                 "ignored on cpu); a resume may turn it on or off");
+  cmd->add_option("--attention-backward", o->attention_backward,
+                  "split: attention's dQ in a kernel of its own, the same bits every run; atomic: "
+                  "FlashAttention-2's one backward kernel, dQ summed by f32 atomics (faster; dQ's last bits vary "
+                  "between runs). cuda only; a resume may change it")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"split", "atomic"}));
   cmd->add_option("--init-scale", o->init_scale, "fp16: the loss scaler's initial scale")->capture_default_str();
   cmd->add_option("--scale-growth-interval", o->scale_growth_interval,
                   "fp16: good steps after which the loss scale doubles")
