@@ -134,6 +134,18 @@ __device__ __forceinline__ void load_floats(float* dst, const float* src, int n,
   }
 }
 
+// Key tile kt of a head (keys kt BN on; those from Tk on zero-filled) into stage kt % 2 of
+// `stages`: the forward and dQ kernels' two stages, each a K tile then a V tile of BN rows, STRIDE
+// elements apart.
+template <class T, int BN, int D, int STRIDE>
+__device__ __forceinline__ void load_key_tile(T* stages, int kt, const T* kh, const HeadsIn& k, const T* vh,
+                                              const HeadsIn& v, int64_t Tk, int hs) {
+  T* stage = stages + (kt & 1) * 2 * BN * STRIDE;
+  const int64_t k0 = int64_t(kt) * BN;
+  load_tile<T, BN, D, STRIDE>(stage, kh + k0 * k.st, k.st, Tk - k0, hs);
+  load_tile<T, BN, D, STRIDE>(stage + BN * STRIDE, vh + k0 * v.st, v.st, Tk - k0, hs);
+}
+
 // Dynamic shared memory over 48 KB has to be allowed per kernel before its launch:
 // LATHE_ALLOW_SHARED(bytes, kernel) sets the kernel's limit to its launch's bytes. A macro, so that
 // cudaFuncSetAttribute names the kernel as its launch does: the CUDA emulator knows a kernel by
@@ -284,12 +296,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   for (int mt = 0; mt < MT; ++mt) load_a<D / 16>(qf[mt], smem + (warp * WR + 16 * mt) * kStride, kStride);
   __syncthreads();
 
-  auto load_keys = [&](int kt) {
-    T* stage = smem + (kt & 1) * kStage;
-    const int64_t k0 = int64_t(kt) * BN;
-    load_tile<T, BN, D, kStride>(stage, kh + k0 * k.st, k.st, s.Tk - k0, hs);
-    load_tile<T, BN, D, kStride>(stage + BN * kStride, vh + k0 * v.st, v.st, s.Tk - k0, hs);
-  };
+  auto load_keys = [&](int kt) { load_key_tile<T, BN, D, kStride>(smem, kt, kh, k, vh, v, s.Tk, hs); };
   const int64_t row_pos = past + q0 + warp * WR;  // the position of the warp's first query
   const int key_tiles = int((past + q0 + q_valid + BN - 1) / BN);  // up to the block's last query
   const float c = s.scale * kLog2e;
@@ -414,12 +421,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   }
   __syncthreads();
 
-  auto load_keys = [&](int kt) {
-    T* stage = smem + (kt & 1) * kStage;
-    const int64_t k0 = int64_t(kt) * BN;
-    load_tile<T, BN, D, kStride>(stage, kh + k0 * k.st, k.st, s.Tk - k0, hs);
-    load_tile<T, BN, D, kStride>(stage + BN * kStride, vh + k0 * v.st, v.st, s.Tk - k0, hs);
-  };
+  auto load_keys = [&](int kt) { load_key_tile<T, BN, D, kStride>(smem, kt, kh, k, vh, v, s.Tk, hs); };
   const int64_t row_pos = past + q0 + warp * 16;
   const int key_tiles = int((past + q0 + q_valid + BN - 1) / BN);
   float dq[D / 8][4] = {};
@@ -627,6 +629,22 @@ __device__ __forceinline__ float row_sum8(float v) {
   return v + shfl_xor(v, 4);
 }
 
+// Stores a thread's accumulator rows ty + 16 i (the f32 kernels' layout) times `mul`, as rows
+// row0 + ty + 16 i (those < rows) of a [T, hs] f32 matrix; the tensor-core kernels' store_rows.
+template <int RI, int CO>
+__device__ __forceinline__ void store_rows_f32(float* dst, int64_t stride, int64_t row0, int64_t rows, int hs,
+                                               const float (&acc)[RI][CO], const float (&mul)[RI]) {
+  const int ty = threadIdx.x >> 3, tx = threadIdx.x & 7;
+#pragma unroll
+  for (int i = 0; i < RI; ++i) {
+    const int64_t row = row0 + ty + 16 * i;
+    if (row >= rows) continue;
+#pragma unroll
+    for (int j = 0; j < CO; ++j)
+      if (tx + 8 * j < hs) dst[row * stride + tx + 8 * j] = acc[i][j] * mul[i];
+  }
+}
+
 template <int D>
 struct SimtConfig {
   static constexpr int kRows = 64, kKeys = 32;           // forward and dQ: queries, keys per tile
@@ -658,12 +676,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   const float* kh = head_of<float>(k, b, h);
   const float* vh = head_of<float>(v, b, h);
 
-  auto load_keys = [&](int kt) {
-    float* stage = stages + (kt & 1) * 2 * Cfg::kTile;
-    const int64_t k0 = int64_t(kt) * BN;
-    load_tile<float, BN, D, SD>(stage, kh + k0 * k.st, k.st, s.Tk - k0, hs);
-    load_tile<float, BN, D, SD>(stage + Cfg::kTile, vh + k0 * v.st, v.st, s.Tk - k0, hs);
-  };
+  auto load_keys = [&](int kt) { load_key_tile<float, BN, D, SD>(stages, kt, kh, k, vh, v, s.Tk, hs); };
   load_tile<float, BM, D, SD>(sQ, head_of<float>(q, b, h) + q0 * q.st, q.st, q_valid, hs);
   load_keys(0);
   cp_async_commit();  // Q travels with the first key tile
@@ -713,18 +726,15 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   }
   cp_async_wait<0>();
 
-  float* oh = head_of<float>(out, b, h);
+  float inv[RI];
 #pragma unroll
   for (int i = 0; i < RI; ++i) {
     const float total = row_sum8(l[i]);
+    inv[i] = 1.f / total;
     const int64_t row = q0 + ty + 16 * i;
-    if (row >= s.Tq) continue;
-    const float inv = 1.f / total;
-#pragma unroll
-    for (int j = 0; j < CO; ++j)
-      if (tx + 8 * j < hs) oh[row * out.st + tx + 8 * j] = o[i][j] * inv;
-    if (tx == 0) lse[(b * s.H + h) * s.Tq + row] = m[i] * s.scale + logf(total);
+    if (row < s.Tq && tx == 0) lse[(b * s.H + h) * s.Tq + row] = m[i] * s.scale + logf(total);
   }
+  store_rows_f32<RI, CO>(head_of<float>(out, b, h), out.st, q0, s.Tq, hs, o, inv);
 }
 
 template <int D>
@@ -748,12 +758,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   const float* oh = head_of<float>(out, b, h);
   const float* goh = head_of<float>(gout, b, h);
 
-  auto load_keys = [&](int kt) {
-    float* stage = stages + (kt & 1) * 2 * Cfg::kTile;
-    const int64_t k0 = int64_t(kt) * BN;
-    load_tile<float, BN, D, SD>(stage, kh + k0 * k.st, k.st, s.Tk - k0, hs);
-    load_tile<float, BN, D, SD>(stage + Cfg::kTile, vh + k0 * v.st, v.st, s.Tk - k0, hs);
-  };
+  auto load_keys = [&](int kt) { load_key_tile<float, BN, D, SD>(stages, kt, kh, k, vh, v, s.Tk, hs); };
   load_tile<float, BM, D, SD>(sQ, head_of<float>(q, b, h) + q0 * q.st, q.st, q_valid, hs);
   load_tile<float, BM, D, SD>(sGo, goh + q0 * gout.st, gout.st, q_valid, hs);
   load_keys(0);
@@ -808,15 +813,9 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   }
   cp_async_wait<0>();
 
-  float* gqh = head_of<float>(gq, b, h);
-#pragma unroll
-  for (int i = 0; i < RI; ++i) {
-    const int64_t row = q0 + ty + 16 * i;
-    if (row >= s.Tq) continue;
-#pragma unroll
-    for (int j = 0; j < CO; ++j)
-      if (tx + 8 * j < hs) gqh[row * gq.st + tx + 8 * j] = dq[i][j] * s.scale;
-  }
+  float scale[RI];
+  for (float& x : scale) x = s.scale;
+  store_rows_f32<RI, CO>(head_of<float>(gq, b, h), gq.st, q0, s.Tq, hs, dq, scale);
 }
 
 // kSumsDq: also adds each query tile's dS K into dq_sum with atomics, as flash_backward_dkdv.
@@ -903,19 +902,10 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   }
   cp_async_wait<0>();
 
-  float* gkh = head_of<float>(gk, b, h);
-  float* gvh = head_of<float>(gv, b, h);
-#pragma unroll
-  for (int i = 0; i < RI; ++i) {
-    const int64_t row = k0 + ty + 16 * i;
-    if (row >= s.Tk) continue;
-#pragma unroll
-    for (int j = 0; j < CO; ++j)
-      if (tx + 8 * j < hs) {
-        gkh[row * gk.st + tx + 8 * j] = dk[i][j] * s.scale;
-        gvh[row * gv.st + tx + 8 * j] = dv[i][j];
-      }
-  }
+  float scale[RI], one[RI];
+  for (int i = 0; i < RI; ++i) scale[i] = s.scale, one[i] = 1.f;
+  store_rows_f32<RI, CO>(head_of<float>(gk, b, h), gk.st, k0, s.Tk, hs, dk, scale);
+  store_rows_f32<RI, CO>(head_of<float>(gv, b, h), gv.st, k0, s.Tk, hs, dv, one);
 }
 
 // =====================================================================================================

@@ -454,48 +454,55 @@ TEST_CASE("precision: bad --precision is one usage error in train, bench and sam
   CHECK(r.output.find("fused") != std::string::npos);
 }
 
+// A two-step run in a directory of its own for the flag tests below: the options every command
+// gives it (data, config, out; no sample, one validation batch) and what its newest checkpoint holds.
+struct FlagRun {
+  TempDir dir;
+  RunInputs in;
+  fs::path out;
+  std::string common;
+  explicit FlagRun(const char* name)
+      : dir(name),
+        in(write_inputs(dir)),
+        out(dir.path / "run"),
+        common("--threads 1 --sample-tokens 0 --eval-interval 0 --eval-iters 1 --data '" + in.data + "' --config '" +
+               in.config + "' --out '" + out.string() + "'") {}
+  train::TrainOptions stored() const {
+    train::TrainOptions given;
+    given.quiet = true;
+    return train::Trainer::resume(out.string(), given, {}).options();
+  }
+};
+
 TEST_CASE("precision: --tf32 is off by default, noted and ignored on the cpu, kept in the run's options, and a resume may change it") {
-  TempDir d("tf32");
-  const RunInputs in = write_inputs(d);
-  const fs::path out = d.path / "run";
-  const std::string common = "--threads 1 --sample-tokens 0 --eval-interval 0 --eval-iters 1 --data '" + in.data +
-                             "' --config '" + in.config + "' --out '" + out.string() + "'";
-  const auto r = run_lathe("train --quiet --steps 2 " + common);
+  const FlagRun run("tf32");
+  const auto r = run_lathe("train --quiet --steps 2 " + run.common);
   REQUIRE_MESSAGE(r.code == 0, r.output);
   CHECK(r.output.find("tf32") == std::string::npos);
-  train::TrainOptions given;
-  given.quiet = true;
-  CHECK_FALSE(train::Trainer::resume(out.string(), given, {}).options().tf32);
+  CHECK_FALSE(run.stored().tf32);
   // A resume may turn it on (it changes how a GPU rounds f32 products, as a new --device does); the
   // cpu notes that it ignores it, and the next checkpoint records it.
-  const auto r2 = run_lathe("train --quiet --resume '" + out.string() + "' --steps 3 --tf32");
+  const auto r2 = run_lathe("train --quiet --resume '" + run.out.string() + "' --steps 3 --tf32");
   REQUIRE_MESSAGE(r2.code == 0, r2.output);
   CHECK(r2.output.find("lathe: note: --tf32 is for f32 products on cuda; the cpu device ignores it") != std::string::npos);
-  CHECK(train::Trainer::resume(out.string(), given, {}).options().tf32);
+  CHECK(run.stored().tf32);
   const auto b = run_lathe("bench --config tiny --steps 1 --warmup 0 --threads 1 --tf32 --json");
   REQUIRE_MESSAGE(b.code == 0, b.output);
   CHECK(b.output.find("\"tf32\":true") != std::string::npos);
 }
 
 TEST_CASE("precision: --attention-backward is split by default, kept in the run's options, a resume may change it, and a wrong name is refused") {
-  TempDir d("attention_backward");
-  const RunInputs in = write_inputs(d);
-  const fs::path out = d.path / "run";
-  const std::string common = "--threads 1 --sample-tokens 0 --eval-interval 0 --eval-iters 1 --data '" + in.data +
-                             "' --config '" + in.config + "' --out '" + out.string() + "'";
-  const auto r = run_lathe("train --quiet --steps 2 " + common);
+  const FlagRun run("attention_backward");
+  const auto r = run_lathe("train --quiet --steps 2 " + run.common);
   REQUIRE_MESSAGE(r.code == 0, r.output);
-  train::TrainOptions given;
-  given.quiet = true;
-  CHECK(train::Trainer::resume(out.string(), given, {}).options().attention_backward == "split");
-  CHECK(attention_backward() == AttentionBackward::split);
+  CHECK(run.stored().attention_backward == "split");
   // A resume may change it (it changes the order of a GPU's sums, as a new --device does).
-  const auto r2 = run_lathe("train --quiet --resume '" + out.string() + "' --steps 3 --attention-backward atomic");
+  const auto r2 = run_lathe("train --quiet --resume '" + run.out.string() + "' --steps 3 --attention-backward atomic");
   REQUIRE_MESSAGE(r2.code == 0, r2.output);
-  CHECK(train::Trainer::resume(out.string(), given, {}).options().attention_backward == "atomic");
-  set_attention_backward(AttentionBackward::split);  // the resume above set it, process-wide
+  CHECK(run.stored().attention_backward == "atomic");
+  set_attention_backward(AttentionBackward::split);  // stored() resumed in this process, which set it
   // A wrong name: refused before anything runs, by the command line and by a checkpoint's options.
-  const auto bad = run_lathe("train --quiet --steps 2 --attention-backward atomics " + common);
+  const auto bad = run_lathe("train --quiet --steps 2 --attention-backward atomics " + run.common);
   CHECK(bad.code != 0);
   CHECK_MESSAGE(bad.output.find("--attention-backward") != std::string::npos, bad.output);
   CHECK_THROWS_WITH_AS(parse_attention_backward("atomics"),
