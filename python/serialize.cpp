@@ -1,6 +1,6 @@
 // Files from Python: named tensors in safetensors (lathe.save / lathe.load), a GPT's weights file
 // (lathe.save_model / lathe.load_model: any format `lathe sample` reads), and training checkpoints
-// (lathe.save_checkpoint, lathe.Checkpoint): serialize/ and train/weights_file.h as they are, every
+// (lathe.save_checkpoint, lathe.Checkpoint): serialize/ (model_file.h among them) as it is, every
 // write atomic, every read checked, each tensor created on the device asked for.
 #include <pybind11/stl.h>
 #include <pybind11_json/pybind11_json.hpp>  // nlohmann::json <-> Python objects
@@ -9,8 +9,8 @@
 #include "optim/optimizer.h"
 #include "python/bindings.h"
 #include "serialize/checkpoint.h"
+#include "serialize/model_file.h"
 #include "serialize/weights.h"
-#include "train/weights_file.h"
 
 namespace lathe::python {
 
@@ -44,12 +44,12 @@ void bind_serialize(py::module_& m) {
 
   m.def("save_model", [](const std::string& path, const nn::GPT& model) {
         py::gil_scoped_release nogil;
-        train::save_weights(path, model);
+        serialize::save_model(path, model);
       }, py::arg("path"), py::arg("model"), "A GPT's weights file, with its config (lathe sample reads it)");
   m.def("load_model", [](const std::string& path, const py::object& device) {
         const Device d = device_arg(device);
         py::gil_scoped_release nogil;
-        return std::move(train::load_weights(path, d).model);
+        return std::move(serialize::load_model(path, d).model);
       }, py::arg("path"), py::kw_only(), py::arg("device") = "cpu",
       "A GPT from a weights file, a checkpoint, a Hugging Face GPT-2 directory or an llm.c file, on `device`");
 

@@ -10,10 +10,10 @@
 #include "core/autograd.h"
 #include "data/chat.h"
 #include "nn/gpt.h"
+#include "serialize/model_file.h"
 #include "tests/core_test_util.h"
 #include "tests/temp_dir.h"
 #include "tests/test_helpers.h"
-#include "train/weights_file.h"
 
 using namespace lathe;
 using lathe::testing::error_of;
@@ -95,9 +95,9 @@ TEST_CASE("chat: --sft grows the vocabulary by the chat tokens from the mean row
   CHECK(r.output.find("line 13 skipped") != std::string::npos);
   // The vocabulary: 256 bytes, end-of-text 256 (new), the four chat tokens; the new rows and the chat
   // tokens' begin as the mean of the bytes' rows, the bytes' as they were.
-  const train::LoadedModel base = train::load_weights(d.file("base/model.safetensors"));
+  const serialize::LoadedModel base = serialize::load_model(d.file("base/model.safetensors"));
   REQUIRE(run_lathe("train" + sft + " --steps 1 --lr 1e-12 --weight-decay 0 --out " + d.file("first")).code == 0);
-  const train::LoadedModel first = train::load_weights(d.file("first/model.safetensors"));
+  const serialize::LoadedModel first = serialize::load_model(d.file("first/model.safetensors"));
   CHECK(first.model->config().vocab_size == 261);
   CHECK(first.metadata.count("chat_template") == 1);
   NoGradGuard no_grad;
@@ -110,8 +110,8 @@ TEST_CASE("chat: --sft grows the vocabulary by the chat tokens from the mean row
   r = run_lathe("train --resume " + d.file("whole/ckpt-00000002.safetensors") + " --out " + d.file("halves") +
                 " --quiet --sample-tokens 0");
   REQUIRE_MESSAGE(r.code == 0, r.output);
-  const train::LoadedModel whole = train::load_weights(d.file("whole/ckpt-00000004.safetensors"));
-  const train::LoadedModel halves = train::load_weights(d.file("halves/ckpt-00000004.safetensors"));
+  const serialize::LoadedModel whole = serialize::load_model(d.file("whole/ckpt-00000004.safetensors"));
+  const serialize::LoadedModel halves = serialize::load_model(d.file("halves/ckpt-00000004.safetensors"));
   const nn::NamedTensors a = whole.model->state_dict(), b = halves.model->state_dict();
   REQUIRE(a.size() == b.size());
   for (size_t i = 0; i < a.size(); ++i) CHECK_MESSAGE(core_test::same_bits(a[i].second, b[i].second), a[i].first);
@@ -125,7 +125,7 @@ TEST_CASE("chat: --sft grows the vocabulary by the chat tokens from the mean row
   CHECK(r.output.find("was not fine-tuned for chat") != std::string::npos);
   // A copy by lathe convert is a chat model too.
   REQUIRE(run_lathe("convert " + d.file("whole/model.safetensors") + " " + d.file("copy.safetensors")).code == 0);
-  CHECK(train::load_weights(d.file("copy.safetensors")).metadata.count("chat_template") == 1);
+  CHECK(serialize::load_model(d.file("copy.safetensors")).metadata.count("chat_template") == 1);
   CHECK(run_lathe("train --sft " + d.file("chats.jsonl") + " --data " + d.file("corpus.txt") + quick).code == 2);
   CHECK(run_lathe("train --sft " + d.file("chats.jsonl") + quick + " --out " + d.file("noinit")).output.find(
             "--sft fine-tunes a trained model") != std::string::npos);

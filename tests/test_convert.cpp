@@ -15,6 +15,7 @@
 #include "nn/gpt.h"
 #include "serialize/hf_gpt2.h"
 #include "serialize/llmc.h"
+#include "serialize/model_file.h"
 #include "serialize/safetensors.h"
 #include "tests/core_test_util.h"
 #include "tests/temp_dir.h"
@@ -22,7 +23,6 @@
 #include "train/convert_weights.h"
 #include "train/program_state.h"
 #include "train/trainer.h"
-#include "train/weights_file.h"
 
 using namespace lathe;
 using lathe::testing::error_of;
@@ -55,7 +55,7 @@ Tensor logits_of(const nn::GPT& model) {
 }
 
 void check_logits(const std::string& path, const char* expected = "logits") {
-  const train::LoadedModel m = train::load_weights(path);
+  const serialize::LoadedModel m = serialize::load_model(path);
   const std::string diff = core_test::compare(logits_of(*m.model), golden_logits().at(expected), kRtol, kAtol);
   CHECK_MESSAGE(diff.empty(), path, ": ", diff);
 }
@@ -68,7 +68,7 @@ std::string slurp(const std::string& path) {
 }
 
 // The options of a conversion to `format`.
-train::ConvertOptions to(train::WeightsFormat format, bool bf16 = false) {
+train::ConvertOptions to(serialize::WeightsFormat format, bool bf16 = false) {
   train::ConvertOptions o;
   o.to = format;
   o.bf16 = bf16;
@@ -125,7 +125,7 @@ TEST_CASE("convert: a Hugging Face GPT-2 as save_pretrained writes it gives PyTo
   CHECK(w.config == nn::GPTConfig{100, 16, 2, 2, 16, /*bias=*/true, /*dropout=*/0.1});
   check_logits(kHf);
   // lathe sample's and --init-from's loader reads the directory as it is.
-  CHECK(train::load_weights(kHf).format == train::WeightsFormat::hf);
+  CHECK(serialize::load_model(kHf).format == serialize::WeightsFormat::hf);
 }
 
 TEST_CASE("convert: the early published layout (no prefix, the head stored, mask buffers, a sparse config)") {
@@ -153,7 +153,7 @@ TEST_CASE("convert: llm.c's v3 file gives PyTorch's logits, v5 those of the bf16
 
 TEST_CASE("convert: llm.c files round-trip bitwise, through lathe's weights file too, and bf16 rounds to nearest even") {
   TempDir d("convert_llmc");
-  const train::ConvertOptions to_llmc = to(train::WeightsFormat::llmc);
+  const train::ConvertOptions to_llmc = to(serialize::WeightsFormat::llmc);
   train::convert_weights(kLlmcV3, d.file("v3.bin"), to_llmc);
   CHECK(slurp(d.file("v3.bin")) == slurp(kLlmcV3));
   // v3 -> lathe -> v3: the padding rows come back as zeros.
@@ -161,7 +161,7 @@ TEST_CASE("convert: llm.c files round-trip bitwise, through lathe's weights file
   train::convert_weights(d.file("v3.safetensors"), d.file("v3_again.bin"), to_llmc);
   CHECK(slurp(d.file("v3_again.bin")) == slurp(kLlmcV3));
   // f32 -> bf16 is PyTorch's rounding: lathe writes the v5 file PyTorch wrote.
-  const train::ConvertOptions to_v5 = to(train::WeightsFormat::llmc, /*bf16=*/true);
+  const train::ConvertOptions to_v5 = to(serialize::WeightsFormat::llmc, /*bf16=*/true);
   train::convert_weights(kLlmcV3, d.file("v5.bin"), to_v5);
   CHECK(slurp(d.file("v5.bin")) == slurp(kLlmcV5));
   train::convert_weights(kLlmcV5, d.file("v5_again.bin"), to_v5);
@@ -170,7 +170,7 @@ TEST_CASE("convert: llm.c files round-trip bitwise, through lathe's weights file
 
 TEST_CASE("convert: a Hugging Face directory written by lathe has transformers' layout and reads back bitwise") {
   TempDir d("convert_hf");
-  train::convert_weights(kLlmcV3, d.file("hf"), to(train::WeightsFormat::hf));
+  train::convert_weights(kLlmcV3, d.file("hf"), to(serialize::WeightsFormat::hf));
   const nlohmann::json config = nlohmann::json::parse(slurp(d.file("hf/config.json")));
   CHECK(config["model_type"] == "gpt2");
   CHECK(config["architectures"] == nlohmann::json::array({"GPT2LMHeadModel"}));
@@ -188,24 +188,24 @@ TEST_CASE("convert: a Hugging Face directory written by lathe has transformers' 
   CHECK(f.tensors.size() == 4 + 12 * 2);
   for (const auto& [name, t] : f.tensors) CHECK(name.rfind("transformer.", 0) == 0);
   // Back in: the same model, bit for bit; and the golden directory through lathe and back.
-  CHECK(same_state(*train::load_weights(d.file("hf")).model, *train::load_weights(kLlmcV3).model));
+  CHECK(same_state(*serialize::load_model(d.file("hf")).model, *serialize::load_model(kLlmcV3).model));
   train::convert_weights(kHf, d.file("hf.safetensors"), {});
-  train::convert_weights(d.file("hf.safetensors"), d.file("hf_again"), to(train::WeightsFormat::hf));
-  CHECK(same_state(*train::load_weights(d.file("hf_again")).model, *train::load_weights(kHf).model));
+  train::convert_weights(d.file("hf.safetensors"), d.file("hf_again"), to(serialize::WeightsFormat::hf));
+  CHECK(same_state(*serialize::load_model(d.file("hf_again")).model, *serialize::load_model(kHf).model));
   // An existing directory is refused, whole; with --overwrite its model is replaced in one swap, and
   // the files that are not a model's (a README, a tokenizer) are carried over, a stale shard index not.
   d.write("hf_again/README.md", "kept");
   d.write("hf_again/model.safetensors.index.json", "{}");
   const std::string before = slurp(d.file("hf_again/model.safetensors"));
-  CHECK(error_of([&] { train::convert_weights(kHfLegacy, d.file("hf_again"), to(train::WeightsFormat::hf)); })
+  CHECK(error_of([&] { train::convert_weights(kHfLegacy, d.file("hf_again"), to(serialize::WeightsFormat::hf)); })
             .find("hf_again is not empty; give --overwrite") != std::string::npos);
   CHECK(slurp(d.file("hf_again/model.safetensors")) == before);
-  train::ConvertOptions overwrite = to(train::WeightsFormat::hf);
+  train::ConvertOptions overwrite = to(serialize::WeightsFormat::hf);
   overwrite.overwrite = true;
   train::convert_weights(kHfLegacy, d.file("hf_again"), overwrite);
   CHECK(slurp(d.file("hf_again/README.md")) == "kept");
   CHECK(!fs::exists(d.file("hf_again/model.safetensors.index.json")));
-  CHECK(same_state(*train::load_weights(d.file("hf_again")).model, *train::load_weights(kHfLegacy).model));
+  CHECK(same_state(*serialize::load_model(d.file("hf_again")).model, *serialize::load_model(kHfLegacy).model));
   // Nothing is left beside it: no stage, no old directory.
   std::vector<std::string> beside;
   for (const auto& e : fs::directory_iterator(d.path))
@@ -216,14 +216,14 @@ TEST_CASE("convert: a Hugging Face directory written by lathe has transformers' 
 TEST_CASE("convert: a model without biases is written with zero biases, which compute the same logits") {
   TempDir d("convert_nobias");
   nn::GPT model(nn::GPTConfig{64, 8, 1, 2, 16, /*bias=*/false}, /*seed=*/7);
-  train::save_weights(d.file("nobias.safetensors"), model);
-  train::convert_weights(d.file("nobias.safetensors"), d.file("hf"), to(train::WeightsFormat::hf));
-  train::convert_weights(d.file("nobias.safetensors"), d.file("nobias.bin"), to(train::WeightsFormat::llmc));
+  serialize::save_model(d.file("nobias.safetensors"), model);
+  train::convert_weights(d.file("nobias.safetensors"), d.file("hf"), to(serialize::WeightsFormat::hf));
+  train::convert_weights(d.file("nobias.safetensors"), d.file("nobias.bin"), to(serialize::WeightsFormat::llmc));
   const Tensor idx = Tensor::from_vector(std::vector<int64_t>{3, 1, 4, 1, 5, 9, 2, 6}, {1, 8});
   NoGradGuard no_grad;
   const Tensor want = model.forward(idx).logits;
   for (const std::string& path : {d.file("hf"), d.file("nobias.bin")}) {
-    const train::LoadedModel m = train::load_weights(path);
+    const serialize::LoadedModel m = serialize::load_model(path);
     CHECK(m.model->config().bias);
     CHECK(core_test::same_bits(dynamic_cast<const nn::LayerNorm&>(*m.model->transformer.h[0].ln_1).bias, Tensor::zeros({16})));
     CHECK_MESSAGE(core_test::compare(m.model->forward(idx).logits, want, 0, 0).empty(), path);
@@ -244,13 +244,13 @@ TEST_CASE("convert: a model of the modern block is refused by GPT-2's formats, n
     nn::GPTConfig c{64, 8, 1, 2, 16};
     set(c);
     nn::GPT model(c, 7);
-    train::save_weights(d.file("modern.safetensors"), model);
-    for (const train::WeightsFormat format : {train::WeightsFormat::hf, train::WeightsFormat::llmc}) {
-      const std::string out = d.file(std::string("out_") + train::weights_format_name(format));
+    serialize::save_model(d.file("modern.safetensors"), model);
+    for (const serialize::WeightsFormat format : {serialize::WeightsFormat::hf, serialize::WeightsFormat::llmc}) {
+      const std::string out = d.file(std::string("out_") + serialize::weights_format_name(format));
       const std::string e = error_of([&] { train::convert_weights(d.file("modern.safetensors"), out, to(format)); });
       // A Hugging Face directory holds Llama's block too: the switch it names is the one that keeps
       // the model from being either.
-      if (format == train::WeightsFormat::llmc)
+      if (format == serialize::WeightsFormat::llmc)
         CHECK_MESSAGE(e.find(std::string("the model's config has ") + says) != std::string::npos, e);
       else
         CHECK_MESSAGE(e.find("which neither GPT-2's block nor Llama's computes") != std::string::npos, e);
@@ -270,9 +270,9 @@ TEST_CASE("convert: the modern block of Llama's switches is a Llama directory re
     INFO("tied ", tied);
     c.tie_embeddings = tied;
     nn::GPT model(c, 11);
-    train::save_weights(d.file("llama.safetensors"), model);
+    serialize::save_model(d.file("llama.safetensors"), model);
     const std::string dir = d.file(tied ? "hf_tied" : "hf_untied");
-    train::convert_weights(d.file("llama.safetensors"), dir, to(train::WeightsFormat::hf));
+    train::convert_weights(d.file("llama.safetensors"), dir, to(serialize::WeightsFormat::hf));
     const nlohmann::json config = nlohmann::json::parse(slurp(dir + "/config.json"));
     CHECK(config["architectures"] == nlohmann::json::array({"LlamaForCausalLM"}));
     CHECK(config["model_type"] == "llama");
@@ -289,7 +289,7 @@ TEST_CASE("convert: the modern block of Llama's switches is a Llama directory re
     const Tensor qkv = model.transformer.h[1].attn.c_attn.weight;
     CHECK(core_test::same_bits(f.at("model.layers.1.self_attn.k_proj.weight"), qkv.narrow(0, 32, 32).contiguous()));
     // Back in, the same model bit for bit.
-    const train::LoadedModel back = train::load_weights(dir);
+    const serialize::LoadedModel back = serialize::load_model(dir);
     CHECK(back.model->config() == c);
     CHECK(same_state(*back.model, model));
   }
@@ -305,9 +305,9 @@ TEST_CASE("convert: the modern block of Llama's switches is a Llama directory re
     INFO(says);
     nn::GPTConfig x = c;
     set(x);
-    train::save_weights(d.file("other.safetensors"), nn::GPT(x, 3));
+    serialize::save_model(d.file("other.safetensors"), nn::GPT(x, 3));
     const std::string e =
-        error_of([&] { train::convert_weights(d.file("other.safetensors"), d.file("hf_other"), to(train::WeightsFormat::hf)); });
+        error_of([&] { train::convert_weights(d.file("other.safetensors"), d.file("hf_other"), to(serialize::WeightsFormat::hf)); });
     CHECK_MESSAGE(e.find(std::string("the model's config has ") + says) != std::string::npos, e);
     CHECK_FALSE(fs::exists(d.file("hf_other")));
   }
@@ -322,7 +322,7 @@ TEST_CASE("convert: the modern block of Llama's switches is a Llama directory re
     nlohmann::json bad = good;
     bad[field] = value;
     d.write("hf_untied/config.json", bad.dump());
-    CHECK(error_of([&] { train::load_weights(dir); }).find(std::string(field) + " = ") != std::string::npos);
+    CHECK(error_of([&] { serialize::load_model(dir); }).find(std::string(field) + " = ") != std::string::npos);
   }
 }
 
@@ -442,15 +442,15 @@ TEST_CASE("convert: llm.c files with a bad header, a wrong size or truncated are
 TEST_CASE("convert: a failed conversion writes nothing: the output is left as it was") {
   TempDir d("convert_nothing_written");
   const std::string bad = llmc_with_header(d, "bad.bin", 1, 4);
-  for (const train::WeightsFormat format : {train::WeightsFormat::lathe, train::WeightsFormat::llmc}) {
-    const std::string out = d.write("out_" + std::string(train::weights_format_name(format)), "previous contents");
+  for (const serialize::WeightsFormat format : {serialize::WeightsFormat::lathe, serialize::WeightsFormat::llmc}) {
+    const std::string out = d.write("out_" + std::string(serialize::weights_format_name(format)), "previous contents");
     CHECK_FALSE(error_of([&] { train::convert_weights(bad, out, to(format)); }).empty());
     CHECK(slurp(out) == "previous contents");
   }
-  CHECK_FALSE(error_of([&] { train::convert_weights(bad, d.file("new_hf"), to(train::WeightsFormat::hf)); }).empty());
+  CHECK_FALSE(error_of([&] { train::convert_weights(bad, d.file("new_hf"), to(serialize::WeightsFormat::hf)); }).empty());
   CHECK_FALSE(fs::exists(d.file("new_hf")));
   // A directory is written beside its name and renamed into place whole: no temporary is left.
-  train::convert_weights(kLlmcV3, d.file("new_hf"), to(train::WeightsFormat::hf));
+  train::convert_weights(kLlmcV3, d.file("new_hf"), to(serialize::WeightsFormat::hf));
   CHECK(d.entries() == std::vector<std::string>{"bad.bin", "new_hf", "out_lathe", "out_llmc"});
 }
 
@@ -532,7 +532,7 @@ TEST_CASE("convert: lathe train --init-from a Hugging Face directory starts from
     t.run(nullptr);
   }
   // The checkpoint records where the run started; resumed at step 2, it ends where the run ended.
-  const train::LoadedModel finished = train::load_weights(d.file("run/model.safetensors"));
+  const serialize::LoadedModel finished = serialize::load_model(d.file("run/model.safetensors"));
   CHECK(finished.metadata.at("init_from") == d.file("start"));
   const serialize::TrainingCheckpoint ckpt = serialize::TrainingCheckpoint::read(d.file("run/ckpt-00000002.safetensors"));
   CHECK(train::read_program_state(ckpt).options.init_from == d.file("start"));
@@ -540,7 +540,7 @@ TEST_CASE("convert: lathe train --init-from a Hugging Face directory starts from
   given.out = d.file("resumed");
   train::Trainer resumed = train::Trainer::resume(d.file("run/ckpt-00000002.safetensors"), given, {"out"});
   resumed.run(nullptr);
-  CHECK(same_state(*train::load_weights(d.file("resumed/model.safetensors")).model, *finished.model));
+  CHECK(same_state(*serialize::load_model(d.file("resumed/model.safetensors")).model, *finished.model));
 
   // --config may set the dropout, and must agree with the file on everything else.
   std::ofstream(d.file("dropout.json")) << R"({"vocab_size": 256, "block_size": 16, "n_layer": 1, "n_head": 2,
@@ -568,7 +568,7 @@ TEST_CASE("convert: --init-from weights trained on another tokenizer's tokens is
   TempDir d("convert_init_tokenizer");
   nn::GPT model(nn::GPTConfig{300, 16, 1, 1, 8}, 3);
   const std::string tok = R"({"kind": "bpe", "path": "/elsewhere/tok.json", "checksum": "0123456789abcdef"})";
-  train::save_weights(d.file("bpe.safetensors"), model, {{"tokenizer", tok}});
+  serialize::save_model(d.file("bpe.safetensors"), model, {{"tokenizer", tok}});
   train::TrainOptions o;
   o.data = d.write("corpus.txt", std::string(4000, 'a'));
   o.config = "";

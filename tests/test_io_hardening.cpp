@@ -23,10 +23,10 @@
 #include "ref/case_registry.h"
 #include "serialize/checkpoint.h"
 #include "serialize/checksum.h"
+#include "serialize/model_file.h"
 #include "serialize/safetensors.h"
 #include "tests/temp_dir.h"
 #include "tests/test_helpers.h"
-#include "train/weights_file.h"
 
 using namespace lathe;
 using lathe::testing::error_of;
@@ -261,7 +261,7 @@ TEST_CASE("io hardening: commands whose standard output cannot be written exit 1
   cfg.n_head = 1;
   cfg.n_embd = 8;
   const std::string weights = d.file("w.safetensors");
-  train::save_weights(weights, nn::GPT(cfg, /*seed=*/0));
+  serialize::save_model(weights, nn::GPT(cfg, /*seed=*/0));
   for (const std::string& args : {std::string("info"), std::string("info --json"), std::string("--help"),
                                   "inspect '" + weights + "'", "sample --tokens 4 --checkpoint '" + weights + "'",
                                   std::string("bench --config tiny --steps 1 --warmup 0 --batch 1 --json")}) {

@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "serialize/checksum.h"
 #include "serialize/directory_lock.h"
+#include "serialize/model_file.h"
 #include "serialize/safetensors.h"
 #include "tests/temp_dir.h"
 #include "tests/test_helpers.h"
@@ -28,7 +29,6 @@
 #include "train/model_config.h"
 #include "train/run_checkpoints.h"
 #include "train/trainer.h"
-#include "train/weights_file.h"
 
 using namespace lathe;
 using lathe::testing::TempDir;
@@ -281,7 +281,7 @@ TEST_CASE("run hardening: a model whose vocab_size exceeds the bytes trains and 
   // temperature reaches the padded ids.
   const std::string weights = (d.path / "cli" / "model.safetensors").string();
   CHECK(run_lathe("sample --tokens 50 --temperature 2 --checkpoint " + weights).code == 0);
-  LoadedModel m = load_weights(weights);
+  serialize::LoadedModel m = serialize::load_model(weights);
   const Tensor prompt = Tensor::from_vector(std::vector<int64_t>{10}, {1, 1});
   const std::vector<int64_t> limited = m.model->generate(prompt, 200, 2.0, 0, 7, true, 256).to_vector<int64_t>();
   const std::vector<int64_t> free = m.model->generate(prompt, 200, 2.0, 0, 7).to_vector<int64_t>();
@@ -399,11 +399,11 @@ TEST_CASE("run hardening: model.safetensors carries checksums, a flipped byte na
   const serialize::SafetensorsFile f = serialize::read_safetensors(path);
   const auto sums = serialize::recorded_checksums(f.metadata, path);
   CHECK(sums.size() == f.tensors.size());
-  CHECK(f.metadata.at("format") == kWeightsFormat);
-  CHECK(error_of([&] { load_weights(path); }) == "");
+  CHECK(f.metadata.at("format") == serialize::kWeightsFormat);
+  CHECK(error_of([&] { serialize::load_model(path); }) == "");
 
   flip_byte(path, 3);  // inside the data of the file's last tensor
-  const std::string err = error_of([&] { load_weights(path); });
+  const std::string err = error_of([&] { serialize::load_model(path); });
   CHECK(contains(err, path));
   CHECK(contains(err, "tensor '"));
   CHECK(contains(err, "damaged"));

@@ -23,10 +23,10 @@
 #include "data/token_shards.h"
 #include "data/tokenize_corpus.h"
 #include "data/tokenizer_file.h"
+#include "serialize/model_file.h"
 #include "tests/temp_dir.h"
 #include "tests/test_helpers.h"
 #include "train/trainer.h"
-#include "train/weights_file.h"
 
 using namespace lathe;
 using namespace lathe::train;
@@ -567,7 +567,7 @@ TEST_CASE("token training: trains on shards, records the tokenizer, refuses to r
   CHECK(t.data().val_bytes_per_token() > 1.5);
   CHECK(!t.sample("the quick", 8).empty());
   // The checkpoint and the weights name the tokenizer.
-  const LoadedModel w = load_weights(d.file("run/model.safetensors"));
+  const serialize::LoadedModel w = serialize::load_model(d.file("run/model.safetensors"));
   CHECK(nlohmann::json::parse(w.metadata.at("tokenizer")).at("checksum") == a.identity().checksum);
   // Resuming on shards of another tokenizer is refused; on its own, accepted.
   TrainOptions given = o;

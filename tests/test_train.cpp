@@ -11,11 +11,11 @@
 
 #include "core/error.h"
 #include "core/storage.h"
+#include "serialize/model_file.h"
 #include "tests/temp_dir.h"
 #include "tests/test_helpers.h"
 #include "train/loss_plot.h"
 #include "train/trainer.h"
-#include "train/weights_file.h"
 
 using namespace lathe;
 using lathe::testing::TempDir;
@@ -84,7 +84,7 @@ TEST_CASE("train: a short run lowers the loss and writes metrics, plot and weigh
   CHECK(svg_text.find("</svg>") != std::string::npos);
 
   // The weights file rebuilds the same model.
-  LoadedModel loaded = load_weights((fs::path(trainer.options().out) / "model.safetensors").string());
+  serialize::LoadedModel loaded = serialize::load_model((fs::path(trainer.options().out) / "model.safetensors").string());
   CHECK(loaded.model->config() == trainer.state().model->config());
   CHECK(loaded.metadata.at("step") == "30");
   const auto a = trainer.state().model->named_parameters(), b = loaded.model->named_parameters();

@@ -7,7 +7,7 @@ namespace lathe::train {
 namespace {
 
 // The chat tokens the weights at `path` record, checked against `base` and the model's vocabulary.
-data::ChatTokens recorded_chat_tokens(const LoadedModel& loaded, const data::BpeTokenizer& base, const std::string& path) {
+data::ChatTokens recorded_chat_tokens(const serialize::LoadedModel& loaded, const data::BpeTokenizer& base, const std::string& path) {
   const auto recorded = loaded.metadata.find("chat_template");
   LATHE_CHECK(recorded != loaded.metadata.end(), path, ": the model was not fine-tuned for chat (its weights record ",
               "no chat template); fine-tune it with lathe train --init-from ", path, " --sft FILE");
@@ -20,7 +20,7 @@ data::ChatTokens recorded_chat_tokens(const LoadedModel& loaded, const data::Bpe
 
 }  // namespace
 
-ChatSession::ChatSession(LoadedModel& loaded, data::BpeTokenizer base, const std::string& path,
+ChatSession::ChatSession(serialize::LoadedModel& loaded, data::BpeTokenizer base, const std::string& path,
                          nn::SamplingOptions sampling, std::string system)
     : loaded_(loaded), base_(std::move(base)), tokenizer_(base_), sampling_(sampling) {
   LATHE_CHECK(recorded_chat_tokens(loaded, base_, path).end == tokenizer_.tokens().end, path,

@@ -12,18 +12,18 @@
 
 #include "data/chat.h"
 #include "nn/sampling.h"
-#include "train/weights_file.h"
+#include "serialize/model_file.h"
 
 namespace lathe::train {
 
 class ChatSession {
  public:
-  // `loaded` (from load_weights of `path`, which errors name) must outlive the session; `base` is
-  // the tokenizer its weights take (model_tokenizer), which the session keeps. Throws lathe::Error naming `path` when the
+  // `loaded` (from load_model of `path`, which errors name) must outlive the session; `base` is
+  // the tokenizer its weights take (data::model_tokenizer), which the session keeps. Throws lathe::Error naming `path` when the
   // weights record no chat template (a model never fine-tuned for chat) or one that does not fit
   // `base` or the model's vocabulary. `sampling` is validated (its vocab_limit is set to the chat
   // tokenizer's: the model's padded rows are never drawn).
-  ChatSession(LoadedModel& loaded, data::BpeTokenizer base, const std::string& path,
+  ChatSession(serialize::LoadedModel& loaded, data::BpeTokenizer base, const std::string& path,
               nn::SamplingOptions sampling, std::string system = {});
 
   // Called with each token's text as it is drawn (a byte-level token may hold part of a character).
@@ -38,7 +38,7 @@ class ChatSession {
   const data::ChatTokenizer& tokenizer() const { return tokenizer_; }
 
  private:
-  LoadedModel& loaded_;
+  serialize::LoadedModel& loaded_;
   data::BpeTokenizer base_;
   data::ChatTokenizer tokenizer_;  // extends base_
   nn::SamplingOptions sampling_;

@@ -1,7 +1,7 @@
-// lathe convert: a GPT's weights from one format to another. IN is anything load_weights reads (a
+// lathe convert: a GPT's weights from one format to another. IN is anything load_model reads (a
 // weights file or checkpoint of lathe train, a Hugging Face GPT-2 directory, an llm.c model file);
 // OUT is written as
-//   lathe   the weights file of train/weights_file.h (what `lathe sample` and `--init-from` read)
+//   lathe   the weights file of serialize/model_file.h (what `lathe sample` and `--init-from` read)
 //   hf      a Hugging Face GPT-2 directory (serialize/hf_gpt2.h)
 //   llmc    llm.c's model file, version 3 (f32) or, with bf16, 5 (serialize/llmc.h)
 //   gguf    llama.cpp's model file, f32, f16 or q8_0, with the tokenizer (train/gguf_export.h)
@@ -16,12 +16,12 @@
 
 #include "nn/gpt.h"
 #include "serialize/gguf.h"
-#include "train/weights_file.h"
+#include "serialize/model_file.h"
 
 namespace lathe::train {
 
 struct ConvertOptions {
-  WeightsFormat to = WeightsFormat::lathe;  // lathe, hf or llmc
+  serialize::WeightsFormat to = serialize::WeightsFormat::lathe;  // lathe, hf or llmc
   bool bf16 = false;                        // llmc: version 5
   bool overwrite = false;                   // replace an existing OUT (hf: its config and weights)
   serialize::GgufType gguf_type = serialize::GgufType::f32;  // gguf: the matrices' type
@@ -31,7 +31,7 @@ struct ConvertOptions {
 };
 
 struct ConvertSummary {
-  WeightsFormat from = WeightsFormat::lathe;
+  serialize::WeightsFormat from = serialize::WeightsFormat::lathe;
   nn::GPTConfig config;
   int64_t params = 0;  // distinct parameters (the tied head once)
 };

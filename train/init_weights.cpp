@@ -9,7 +9,7 @@ namespace lathe::train {
 
 InitialWeights load_initial_weights(const TrainOptions& o) {
   InitialWeights out;
-  out.loaded = load_weights(o.init_from, Device::cpu());
+  out.loaded = serialize::load_model(o.init_from, Device::cpu());
   const nn::GPTConfig& file = out.loaded.model->config();
   if (o.config.empty()) {
     // A directory's own name ("gpt2/"), a file's stem.
@@ -37,7 +37,7 @@ InitialWeights load_initial_weights(const TrainOptions& o) {
 
 void check_init_tokenizer(const std::string& recorded, const data::Tokenizer& data, const std::string& init_from,
                           const std::string& data_path) {
-  if (recorded.empty() || recorded == kUnknownTokenizer) return;
+  if (recorded.empty() || recorded == serialize::kUnknownTokenizer) return;
   std::string had = "bytes", had_sum;
   if (recorded != "bytes") {
     const auto id = data::TokenizerIdentity::from_json(

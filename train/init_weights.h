@@ -9,9 +9,9 @@
 
 #include "core/error.h"
 #include "data/tokenizer.h"
+#include "serialize/model_file.h"
 #include "train/model_config.h"
 #include "train/train_options.h"
-#include "train/weights_file.h"
 
 namespace lathe::train {
 
@@ -22,10 +22,10 @@ struct InitSettingsError : Error {
 
 struct InitialWeights {
   ModelChoice model_choice;  // the run's model
-  LoadedModel loaded;        // the file's model, on the host
+  serialize::LoadedModel loaded;        // the file's model, on the host
 };
 
-// Reads `options.init_from` (any format load_weights reads) and settles the run's model with
+// Reads `options.init_from` (any format load_model reads) and settles the run's model with
 // `options.config` ("" when the command line named none). A field of --config that differs from
 // the file's is an InitSettingsError naming the field and both values.
 InitialWeights load_initial_weights(const TrainOptions& options);

@@ -13,22 +13,23 @@
 #include "core/finite.h"
 #include "core/format.h"
 #include "core/ops.h"
+#include "core/system_info.h"
 #include "data/bpe_tokenizer.h"
 #include "data/chat.h"
+#include "data/model_tokenizer.h"
 #include "nn/sampling.h"
+#include "optim/registry.h"
 #include "serialize/atomic_file.h"
 #include "serialize/directory_lock.h"
+#include "serialize/model_file.h"
 #include "train/distributed/agreement.h"
 #include "train/evaluation.h"
 #include "train/muon_groups.h"
 #include "train/nanogpt_groups.h"
-#include "optim/registry.h"
 #include "train/run_checkpoints.h"
 #include "train/run_directory.h"
 #include "train/run_report.h"
-#include "core/system_info.h"
 #include "train/train_step.h"
-#include "train/weights_file.h"
 
 namespace lathe::train {
 
@@ -89,7 +90,7 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
     // The model is the checkpoint's, whatever --config names today (a JSON file may have changed).
     state_.model_choice.name = program->model_name;
     state_.model_choice.config = nn::GPTConfig::from_json(resume->model_description());
-    check_file_holds(state_.model_choice.config, resume->file(), resume->path() + ": model config", is_training_state);
+    serialize::check_file_holds(state_.model_choice.config, resume->file(), resume->path() + ": model config", serialize::is_training_state);
     state_.model_choice.default_batch = program->batch;
   } else if (!options_.init_from.empty()) {
     init.emplace(load_initial_weights(options_));
@@ -121,7 +122,7 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
               : data::load_tokenizer(data::TokenizerIdentity::from_json(program->tokenizer, resume->path()),
                                      "checkpoint " + resume->path()));
     } else {
-      sft_base_ = std::make_unique<data::BpeTokenizer>(model_tokenizer(init->loaded, options_.init_from, ""));
+      sft_base_ = std::make_unique<data::BpeTokenizer>(data::model_tokenizer(init->loaded, options_.init_from, ""));
     }
     auto conversations = std::make_unique<data::ConversationDataset>(options_.sft, *sft_base_, cfg.block_size);
     for (size_t i = 0; i < conversations->skipped().size() && i < 10; ++i)
@@ -419,7 +420,7 @@ void Trainer::save_weights(const std::string& path) const {
   // Metadata values are text: a path that is not UTF-8 is recorded escaped (it only says where from).
   if (!options_.init_from.empty()) meta["init_from"] = printable(options_.init_from);
   if (sft_base_) meta["chat_template"] = data::ChatTokens::after(*sft_base_).to_json().dump();
-  train::save_weights(path, *state_.model, meta);
+  serialize::save_model(path, *state_.model, meta);
 }
 
 void Trainer::save_checkpoint(const std::string& path) const {

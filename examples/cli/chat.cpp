@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "data/model_tokenizer.h"
 #include "examples/cli/commands.h"
 #include "nn/precision.h"
 #include "train/chat_session.h"
@@ -41,9 +42,9 @@ void run_chat(const ChatOptions& o) {
   } catch (const Error& e) {
     throw UsageError(e.what());
   }
-  train::LoadedModel loaded = train::load_weights(o.checkpoint, device);
+  serialize::LoadedModel loaded = serialize::load_model(o.checkpoint, device);
   loaded.model->set_precision(precision);
-  train::ChatSession session(loaded, train::model_tokenizer(loaded, o.checkpoint, o.tokenizer), o.checkpoint, sampling,
+  train::ChatSession session(loaded, data::model_tokenizer(loaded, o.checkpoint, o.tokenizer), o.checkpoint, sampling,
                              o.system);
 
   const bool terminal = ::isatty(0) != 0;

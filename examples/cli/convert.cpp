@@ -24,15 +24,15 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 void run_convert(const ConvertArgs& a, bool to_given) {
   train::ConvertOptions o;
-  if (a.to == "lathe") o.to = train::WeightsFormat::lathe;
-  else if (a.to == "hf") o.to = train::WeightsFormat::hf;
-  else if (a.to == "llmc") o.to = train::WeightsFormat::llmc;
-  else if (a.to == "gguf") o.to = train::WeightsFormat::gguf;
+  if (a.to == "lathe") o.to = serialize::WeightsFormat::lathe;
+  else if (a.to == "hf") o.to = serialize::WeightsFormat::hf;
+  else if (a.to == "llmc") o.to = serialize::WeightsFormat::llmc;
+  else if (a.to == "gguf") o.to = serialize::WeightsFormat::gguf;
   else throw UsageError("--to must be lathe, hf, llmc or gguf, got \"" + a.to + "\"");
-  if (a.bf16 && o.to != train::WeightsFormat::llmc) throw UsageError("--bf16 writes llm.c's version 5; it needs --to llmc");
-  if (!a.tokenizer.empty() && o.to != train::WeightsFormat::lathe && o.to != train::WeightsFormat::gguf)
+  if (a.bf16 && o.to != serialize::WeightsFormat::llmc) throw UsageError("--bf16 writes llm.c's version 5; it needs --to llmc");
+  if (!a.tokenizer.empty() && o.to != serialize::WeightsFormat::lathe && o.to != serialize::WeightsFormat::gguf)
     throw UsageError("--tokenizer is recorded in lathe's weights file and embedded in GGUF only; it needs --to lathe or gguf");
-  if (!a.dtype.empty() && o.to != train::WeightsFormat::gguf)
+  if (!a.dtype.empty() && o.to != serialize::WeightsFormat::gguf)
     throw UsageError("--dtype chooses GGUF's tensor type; it needs --to gguf (llm.c's bf16 is --bf16)");
   if (a.dtype == "f32" || a.dtype.empty()) o.gguf_type = serialize::GgufType::f32;
   else if (a.dtype == "f16") o.gguf_type = serialize::GgufType::f16;
@@ -52,7 +52,7 @@ void run_convert(const ConvertArgs& a, bool to_given) {
   const nn::GPTConfig& c = s.config;
   std::printf("%s (%s) -> %s (%s%s%s): vocab_size %lld, block_size %lld, n_layer %lld, n_head %lld, n_embd %lld, "
               "%lld parameters\n",
-              a.in.c_str(), train::weights_format_name(s.from), a.out.c_str(), a.to.c_str(),
+              a.in.c_str(), serialize::weights_format_name(s.from), a.out.c_str(), a.to.c_str(),
               a.bf16 ? ", bf16" : "", a.dtype.empty() ? "" : (", " + a.dtype).c_str(), (long long)c.vocab_size, (long long)c.block_size, (long long)c.n_layer,
               (long long)c.n_head, (long long)c.n_embd, (long long)s.params);
 }

@@ -11,11 +11,12 @@
 
 #include "core/format.h"
 #include "data/corpus_file.h"
+#include "data/model_tokenizer.h"
 #include "examples/cli/commands.h"
 #include "nn/precision.h"
 #include "serialize/atomic_file.h"
+#include "serialize/model_file.h"
 #include "train/evaluation.h"
-#include "train/weights_file.h"
 
 namespace lathe::cli {
 
@@ -90,9 +91,9 @@ void run_eval(const EvalOptions& o) {
   LATHE_CHECK(o.out.empty() || o.overwrite || ::lstat(o.out.c_str(), &st) != 0, "--out ", o.out,
               " exists; give --overwrite to replace it");
   LATHE_CHECK(::stat(o.checkpoint.c_str(), &st) == 0, o.checkpoint, ": ", std::strerror(errno));
-  train::LoadedModel loaded = train::load_weights(o.checkpoint, device);
+  serialize::LoadedModel loaded = serialize::load_model(o.checkpoint, device);
   loaded.model->set_precision(precision);
-  const data::BpeTokenizer tok = train::model_tokenizer(loaded, o.checkpoint, o.tokenizer);
+  const data::BpeTokenizer tok = data::model_tokenizer(loaded, o.checkpoint, o.tokenizer);
   const data::BpeTokenizerView view(tok);
   // encode() never emits end-of-text (the tokenizer's last id): the ordinary tokens must be the model's.
   LATHE_CHECK(loaded.model->config().vocab_size >= view.vocab_size() - 1, o.checkpoint, ": vocab_size ",

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "core/ops.h"
+#include "data/model_tokenizer.h"
 #include "examples/cli/commands.h"
 #include <optional>
 
@@ -16,7 +17,7 @@
 #include "data/byte_tokenizer.h"
 #include "nn/precision.h"
 #include "serialize/json_document.h"
-#include "train/weights_file.h"
+#include "serialize/model_file.h"
 
 namespace lathe::cli {
 
@@ -68,10 +69,10 @@ void run_sample(const SampleOptions& o) {
   // A runtime error (exit 1) naming the reason: a loop of symbolic links is not a missing file.
   struct stat st {};
   LATHE_CHECK(::stat(o.checkpoint.c_str(), &st) == 0, o.checkpoint, ": ", std::strerror(errno));
-  train::LoadedModel loaded = train::load_weights(o.checkpoint, device);
+  serialize::LoadedModel loaded = serialize::load_model(o.checkpoint, device);
   loaded.model->set_precision(precision);
   std::optional<data::BpeTokenizer> tok;
-  tok.emplace(train::model_tokenizer(loaded, o.checkpoint, o.tokenizer));
+  tok.emplace(data::model_tokenizer(loaded, o.checkpoint, o.tokenizer));
   // The ids drawn: those the model was trained to emit. A byte corpus has no end-of-text; token
   // shards have it (it marks where a document ends).
   const int64_t ids = tok->identity().kind == "bytes" ? data::ByteTokenizer::kVocabSize : int64_t(tok->vocab_size());

@@ -14,9 +14,10 @@
 #include <unistd.h>
 
 #include "data/chat.h"
+#include "data/model_tokenizer.h"
+#include "serialize/model_file.h"
 #include "train/chat_session.h"
 #include "train/trainer.h"
-#include "train/weights_file.h"
 #include "tutorial.h"
 
 using namespace lathe;
@@ -100,10 +101,10 @@ int main(int argc, char** argv) {
 
   tutorial::part("chat");
   // [tutorial:chat]
-  train::LoadedModel model = train::load_weights(tuned);
+  serialize::LoadedModel model = serialize::load_model(tuned);
   nn::SamplingOptions greedy;
   greedy.temperature = 0;  // the most likely token, every time
-  train::ChatSession session(model, train::model_tokenizer(model, tuned, ""), tuned, greedy);
+  train::ChatSession session(model, data::model_tokenizer(model, tuned, ""), tuned, greedy);
   // Each reply's taught opening on standard output, the words after it (the model's own) on
   // standard error.
   auto ask = [&](const std::string& question) {

@@ -1,4 +1,4 @@
-#include "train/weights_file.h"
+#include "serialize/model_file.h"
 
 #include <filesystem>
 #include <functional>
@@ -12,16 +12,15 @@
 #include "serialize/llmc.h"
 #include "serialize/weights.h"
 
-namespace lathe::train {
+namespace lathe::serialize {
 
-void save_weights(const std::string& path, const nn::GPT& model, serialize::Metadata extra,
-                  serialize::Existing existing) {
+void save_model(const std::string& path, const nn::GPT& model, Metadata extra, Existing existing) {
   extra["format"] = kWeightsFormat;
   extra["config"] = model.config().to_json().dump();
   if (extra.find("tokenizer") == extra.end()) extra["tokenizer"] = "bytes";  // the trainer names any other
-  // serialize::save_weights records every tensor's checksum (metadata "lathe"), as checkpoints do,
-  // so that a flipped bit is found by whoever loads the file.
-  serialize::save_weights(path, model.state_dict(), extra, existing);
+  // save_weights (serialize/weights.h) records every tensor's checksum (metadata "lathe"), as
+  // checkpoints do, so that a flipped bit is found by whoever loads the file.
+  save_weights(path, model.state_dict(), extra, existing);
 }
 
 const char* weights_format_name(WeightsFormat f) {
@@ -50,7 +49,7 @@ WeightsFormat weights_format_of(const std::string& path) {
 namespace {
 
 // A GPT-2 read from another program's files, as a model; such files name no tokenizer lathe knows.
-LoadedModel gpt2_model(serialize::GPT2Weights w, WeightsFormat format, const std::string& path, Device device) {
+LoadedModel gpt2_model(GPT2Weights w, WeightsFormat format, const std::string& path, Device device) {
   LoadedModel out;
   out.format = format;
   out.model = std::make_unique<nn::GPT>(w.config, /*seed=*/0, device);
@@ -66,7 +65,7 @@ LoadedModel gpt2_model(serialize::GPT2Weights w, WeightsFormat format, const std
 
 }  // namespace
 
-void check_file_holds(const nn::GPTConfig& config, const serialize::SafetensorsFile& f, const std::string& what,
+void check_file_holds(const nn::GPTConfig& config, const SafetensorsFile& f, const std::string& what,
                       const std::function<bool(const std::string&)>& skip) {
   int64_t held = 0;
   for (const auto& [name, t] : f.tensors)
@@ -81,7 +80,7 @@ bool is_training_state(const std::string& name) {
   return name.rfind("optim.", 0) == 0 || name.rfind("scaler.", 0) == 0;
 }
 
-LoadedModel load_weights(const std::string& path, Device device) {
+LoadedModel load_model(const std::string& path, Device device) {
   std::error_code ec;  // a symlink loop is a reason to name, not an exception to leak
   LATHE_CHECK(std::filesystem::exists(path, ec), path, ": ", ec ? ec.message() : std::string("no such file"));
   const WeightsFormat format = weights_format_of(path);
@@ -91,16 +90,16 @@ LoadedModel load_weights(const std::string& path, Device device) {
                 path, ": a run directory of lathe train, not a model directory; name its model.safetensors or one of "
                 "its checkpoints (ckpt-<step>.safetensors)");
     // Llama's layout for the modern block, GPT-2's otherwise (whose reader names a model_type it does not take).
-    if (serialize::hf_model_type(path) == "llama") return gpt2_model(serialize::read_hf_llama(path), format, path, device);
-    return gpt2_model(serialize::read_hf_gpt2(path), format, path, device);
+    if (hf_model_type(path) == "llama") return gpt2_model(read_hf_llama(path), format, path, device);
+    return gpt2_model(read_hf_gpt2(path), format, path, device);
   }
-  if (format == WeightsFormat::llmc) return gpt2_model(serialize::read_llmc(path), format, path, device);
+  if (format == WeightsFormat::llmc) return gpt2_model(read_llmc(path), format, path, device);
   LATHE_CHECK(format != WeightsFormat::gguf, path, ": a GGUF file, which lathe writes for llama.cpp but does not read; "
               "give the lathe weights it was converted from");
-  serialize::SafetensorsFile f = serialize::read_safetensors(path, Device::cpu());
-  if (serialize::TrainingCheckpoint::is_checkpoint(f.metadata)) {
+  SafetensorsFile f = read_safetensors(path, Device::cpu());
+  if (TrainingCheckpoint::is_checkpoint(f.metadata)) {
     // A training checkpoint: its weights, without the optimizer state.
-    const serialize::TrainingCheckpoint ckpt = serialize::TrainingCheckpoint::from_file(std::move(f));
+    const TrainingCheckpoint ckpt = TrainingCheckpoint::from_file(std::move(f));
     LoadedModel out;
     out.format = WeightsFormat::checkpoint;
     try {
@@ -121,12 +120,12 @@ LoadedModel load_weights(const std::string& path, Device device) {
   }
   // (A checkpoint verifies its own above.) Files written before weights carried checksums, or by
   // other programs, have none: nothing to check.
-  serialize::verify_checksums(f);
+  verify_checksums(f);
   auto it = f.metadata.find("config");
   LATHE_CHECK(it != f.metadata.end(), path, ": no model config in its metadata (key \"config\"); ",
               "was it written by lathe train?");
   // parse_json_document's errors name the file and the key already.
-  const nlohmann::json config_json = serialize::parse_json_document(it->second, path + ": metadata \"config\"");
+  const nlohmann::json config_json = parse_json_document(it->second, path + ": metadata \"config\"");
   nn::GPTConfig config;
   try {
     config = nn::GPTConfig::from_json(config_json);
@@ -152,20 +151,4 @@ LoadedModel load_weights(const std::string& path, Device device) {
   return out;
 }
 
-}  // namespace lathe::train
-
-namespace lathe::train {
-
-data::BpeTokenizer model_tokenizer(const LoadedModel& loaded, const std::string& path, const std::string& given) {
-  if (!given.empty()) return data::load_tokenizer(given);
-  const auto recorded = loaded.metadata.find("tokenizer");
-  if (recorded == loaded.metadata.end() || recorded->second == "bytes") return data::load_tokenizer("bytes");
-  LATHE_CHECK(recorded->second != kUnknownTokenizer, path, ": the weights (", weights_format_name(loaded.format),
-              ") do not say which tokenizer they take; give --tokenizer (gpt2 for GPT-2's vocabulary, bytes for a "
-              "byte-level model, or a tokenizer file)");
-  // Checked against its checksum, so a changed file is an error, not garbled text.
-  const nlohmann::json j = serialize::parse_json_document(recorded->second, path + ": metadata \"tokenizer\"");
-  return data::load_tokenizer(data::TokenizerIdentity::from_json(j, path), "checkpoint " + path);
-}
-
-}  // namespace lathe::train
+}  // namespace lathe::serialize
