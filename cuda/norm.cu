@@ -55,10 +55,6 @@ __global__ void softmax_backward_kernel(const T* __restrict__ y, const T* __rest
   }
 }
 
-// S is the type of the saved statistics: f64 for f64 inputs, else f32.
-template <class T>
-using stat_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
 // ---- rows, V elements at a time ----
 // A thread takes V consecutive elements at a time, the block striding over the row: one 16-byte
 // load of the row's type where the launcher found every row of every operand aligned (V =
@@ -231,8 +227,8 @@ int64_t ln_chunk_rows(int64_t rows) {
 }
 
 template <class T, class G>
-__global__ void layer_norm_param_partials(const T* __restrict__ x, const stat_t<T>* __restrict__ mean,
-                                          const stat_t<T>* __restrict__ rstd, const G* __restrict__ gy,
+__global__ void layer_norm_param_partials(const T* __restrict__ x, const compute_t<T>* __restrict__ mean,
+                                          const compute_t<T>* __restrict__ rstd, const G* __restrict__ gy,
                                           int64_t rows, int64_t len, int64_t chunk_rows,
                                           compute_t<T>* __restrict__ part_w, compute_t<T>* __restrict__ part_b) {
   using C = compute_t<T>;
@@ -244,7 +240,7 @@ __global__ void layer_norm_param_partials(const T* __restrict__ x, const stat_t<
   if (col < len) {
     for (int64_t r = r0 + threadIdx.y; r < r1; r += kLnLanes) {
       const C g = to_c(gy[r * len + col]);
-      if (part_w) aw += g * ((to_c(x[r * len + col]) - C(mean[r])) * C(rstd[r]));
+      if (part_w) aw += g * ((to_c(x[r * len + col]) - mean[r]) * rstd[r]);
       ab += g;
     }
   }
@@ -371,14 +367,13 @@ void launch_layer_norm_backward(DT dtype, DT gy_dtype, const void* x, const void
     fail_dtype("layer_norm_backward (statistics must be f64 exactly for f64 input)", dtype);
   dispatch_layer_norm("layer_norm_backward", dtype, gy_dtype, [&]<class T, class G>() {
     using C = compute_t<T>;
-    using S = stat_t<T>;
     const T* xt = static_cast<const T*>(x);
     const G* gyt = static_cast<const G*>(gy);
     const std::initializer_list<RowOperand> operands{
         {x, sizeof(T)}, {w, sizeof(T)}, {gy, sizeof(G)}, {gathered, sizeof(T)}, {gx, sizeof(T)}};
     with_row_packs<T>(len, operands, [&]<int V>(int threads) {
       layer_norm_backward_kernel<T, G, V><<<unsigned(rows), threads, 0, s>>>(
-          xt, static_cast<const T*>(w), static_cast<const S*>(mean), static_cast<const S*>(rstd), gyt,
+          xt, static_cast<const T*>(w), static_cast<const C*>(mean), static_cast<const C*>(rstd), gyt,
           static_cast<const T*>(gathered), static_cast<T*>(gx), len);
     });
     if (!gw && !gb) return;
@@ -387,7 +382,7 @@ void launch_layer_norm_backward(DT dtype, DT gy_dtype, const void* x, const void
     C* part_w = gw ? static_cast<C*>(scratch) : nullptr;
     C* part_b = gb ? static_cast<C*>(scratch) + chunks * len : nullptr;
     layer_norm_param_partials<T, G><<<dim3(unsigned((len + 31) / 32), unsigned(chunks)), dim3(32, kLnLanes), 0, s>>>(
-        xt, static_cast<const S*>(mean), static_cast<const S*>(rstd), gyt, rows, len, chunk_rows, part_w, part_b);
+        xt, static_cast<const C*>(mean), static_cast<const C*>(rstd), gyt, rows, len, chunk_rows, part_w, part_b);
     const unsigned blocks = unsigned((len + kThreads - 1) / kThreads);
     if (gw) layer_norm_param_combine<T><<<blocks, kThreads, 0, s>>>(part_w, chunks, len, static_cast<T*>(gw));
     if (gb) layer_norm_param_combine<T><<<blocks, kThreads, 0, s>>>(part_b, chunks, len, static_cast<T*>(gb));
@@ -461,7 +456,7 @@ __global__ void rms_norm_backward_kernel(const T* __restrict__ x, const T* __res
 
 // The weight gradient, pass 1: as layer_norm_param_partials, with xh = x * rstd.
 template <class T, class G>
-__global__ void rms_norm_weight_partials(const T* __restrict__ x, const stat_t<T>* __restrict__ rstd,
+__global__ void rms_norm_weight_partials(const T* __restrict__ x, const compute_t<T>* __restrict__ rstd,
                                          const G* __restrict__ gy, int64_t rows, int64_t len, int64_t chunk_rows,
                                          compute_t<T>* __restrict__ part_w) {
   using C = compute_t<T>;
@@ -472,7 +467,7 @@ __global__ void rms_norm_weight_partials(const T* __restrict__ x, const stat_t<T
   C aw = 0;
   if (col < len)
     for (int64_t r = r0 + threadIdx.y; r < r1; r += kLnLanes)
-      aw += to_c(gy[r * len + col]) * (to_c(x[r * len + col]) * C(rstd[r]));
+      aw += to_c(gy[r * len + col]) * (to_c(x[r * len + col]) * rstd[r]);
   sw[threadIdx.y][threadIdx.x] = aw;
   __syncthreads();
   if (threadIdx.y == 0 && col < len) {
@@ -512,14 +507,13 @@ void launch_rms_norm_backward(DT dtype, DT gy_dtype, const void* x, const void* 
     fail_dtype("rms_norm_backward (statistics must be f64 exactly for f64 input)", dtype);
   dispatch_layer_norm("rms_norm_backward", dtype, gy_dtype, [&]<class T, class G>() {
     using C = compute_t<T>;
-    using S = stat_t<T>;
     const T* xt = static_cast<const T*>(x);
     const G* gyt = static_cast<const G*>(gy);
     const std::initializer_list<RowOperand> operands{
         {x, sizeof(T)}, {w, sizeof(T)}, {gy, sizeof(G)}, {gathered, sizeof(T)}, {gx, sizeof(T)}};
     with_row_packs<T>(len, operands, [&]<int V>(int threads) {
       rms_norm_backward_kernel<T, G, V><<<unsigned(rows), threads, 0, s>>>(
-          xt, static_cast<const T*>(w), static_cast<const S*>(rstd), gyt, static_cast<const T*>(gathered),
+          xt, static_cast<const T*>(w), static_cast<const C*>(rstd), gyt, static_cast<const T*>(gathered),
           static_cast<T*>(gx), len);
     });
     if (!gw) return;
@@ -527,7 +521,7 @@ void launch_rms_norm_backward(DT dtype, DT gy_dtype, const void* x, const void* 
     const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
     C* part_w = static_cast<C*>(scratch);
     rms_norm_weight_partials<T, G><<<dim3(unsigned((len + 31) / 32), unsigned(chunks)), dim3(32, kLnLanes), 0, s>>>(
-        xt, static_cast<const S*>(rstd), gyt, rows, len, chunk_rows, part_w);
+        xt, static_cast<const C*>(rstd), gyt, rows, len, chunk_rows, part_w);
     layer_norm_param_combine<T><<<unsigned((len + kThreads - 1) / kThreads), kThreads, 0, s>>>(part_w, chunks, len,
                                                                                              static_cast<T*>(gw));
   });

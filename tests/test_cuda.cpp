@@ -552,23 +552,23 @@ TEST_CASE("cuda: causal attention forward and backward against the f64 CPU refer
   // single elements stay within a few of those steps of the largest value and the normalised
   // squared error around their square. Both backwards (split and atomic) meet the same bounds:
   // they round the same operands and differ only in the order of dQ's f32 sums.
-  for (AttentionBackward how : {AttentionBackward::split, AttentionBackward::atomic}) {
-    const AttentionBackwardScope scope(how);
-    for (DType t : {DType::f32, DType::bf16, DType::f16}) {
-      const double nmse_tol = t == DType::f32 ? 1e-10 : t == DType::bf16 ? 3e-5 : 1e-6;
-      const double elem_tol = t == DType::f32 ? 1e-5 : t == DType::bf16 ? 1.0 / 64 : 1.0 / 512;
-      for (const AttnCase& c : cases) {
+  for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+    const double nmse_tol = t == DType::f32 ? 1e-10 : t == DType::bf16 ? 3e-5 : 1e-6;
+    const double elem_tol = t == DType::f32 ? 1e-5 : t == DType::bf16 ? 1.0 / 64 : 1.0 / 512;
+    for (const AttnCase& c : cases) {
+      const uint64_t seed = uint64_t(c.B * 1000 + c.Tq * 10 + c.hs);
+      std::vector<Tensor> values;
+      if (c.qkv) values.push_back(random_tensor({c.B, c.Tq, 3 * c.H * c.hs}, seed, t));
+      else
+        for (int64_t i = 0; i < 3; ++i)
+          values.push_back(random_tensor({c.B, c.H, i ? c.Tk : c.Tq, c.hs}, seed + uint64_t(i), t));
+      const Tensor gout = random_tensor({c.B, c.H, c.Tq, c.hs}, seed + 7, t);
+      const std::vector<Tensor> want = attn_run(c, values, gout, kCpu, DType::f64);
+      for (AttentionBackward how : {AttentionBackward::split, AttentionBackward::atomic}) {
+        const AttentionBackwardScope scope(how);
         INFO(std::string(attention_backward_name(how)), " backward, ", std::string(dtype_name(t)), " ",
              attn_str(c));
-        const uint64_t seed = uint64_t(c.B * 1000 + c.Tq * 10 + c.hs);
-        std::vector<Tensor> values;
-        if (c.qkv) values.push_back(random_tensor({c.B, c.Tq, 3 * c.H * c.hs}, seed, t));
-        else
-          for (int64_t i = 0; i < 3; ++i)
-            values.push_back(random_tensor({c.B, c.H, i ? c.Tk : c.Tq, c.hs}, seed + uint64_t(i), t));
-        const Tensor gout = random_tensor({c.B, c.H, c.Tq, c.hs}, seed + 7, t);
         const std::vector<Tensor> got = attn_run(c, values, gout, kGpu, t);
-        const std::vector<Tensor> want = attn_run(c, values, gout, kCpu, DType::f64);
         CHECK(got[0].dtype() == t);
         check_attn(got[0], want[0], nmse_tol, elem_tol, "out");
         for (size_t i = 1; i < got.size(); ++i) {

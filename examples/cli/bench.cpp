@@ -225,7 +225,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--attention-backward", o->attention_backward,
                   "split (deterministic) or atomic (FlashAttention-2's one kernel; cuda only), as lathe train")
       ->capture_default_str()
-      ->check(CLI::IsMember({"split", "atomic"}));
+      ->check(attention_backward_check());
   cmd->add_option("--peak-tflops", o->peak_tflops,
                   "the device's peak for MFU, in TFLOP/s (default: an H100 SXM's dense BF16 peak)")
       ->capture_default_str();

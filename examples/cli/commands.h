@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/backend.h"
 #include "core/error.h"
 #include "nn/gpt.h"
 #include "nn/sampling.h"
@@ -42,6 +43,21 @@ inline CLI::Validator reachable_path() {
         return path + ": " + std::strerror(errno);
       },
       "FILE");
+}
+
+// The check of --attention-backward (train, bench): core's own parser (core/backend.h), so that the
+// names are listed there only.
+inline CLI::Validator attention_backward_check() {
+  return CLI::Validator(
+      [](std::string& name) -> std::string {
+        try {
+          parse_attention_backward(name);
+          return "";
+        } catch (const Error& e) {
+          return e.what();
+        }
+      },
+      "NAME");
 }
 
 // The sampling flags that `sample` and `chat` share (nn/sampling.h has their definitions):

@@ -193,7 +193,7 @@ void add_train_command(CLI::App& app) {
                   "FlashAttention-2's one backward kernel, dQ summed by f32 atomics (faster; dQ's last bits vary "
                   "between runs). cuda only; a resume may change it")
       ->capture_default_str()
-      ->check(CLI::IsMember({"split", "atomic"}));
+      ->check(attention_backward_check());
   cmd->add_option("--init-scale", o->init_scale, "fp16: the loss scaler's initial scale")->capture_default_str();
   cmd->add_option("--scale-growth-interval", o->scale_growth_interval,
                   "fp16: good steps after which the loss scale doubles")
