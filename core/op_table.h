@@ -11,10 +11,11 @@
 // their own math: the CPU a vectorisable tanh (core/cpu/cpu_math.h), CUDA the device library
 // (cuda/device_common.cuh). A 16-bit element is widened to f32, computed, and rounded once.
 //
-// Adding an elementwise op takes four places: an entry here (the struct and its line in the list
-// at the bottom), its public function with the backward rule beside it in core/ops/, its entry in
-// the op registry (ref/op_registry.cpp), and its golden rows (tests/test_op_cases.cpp). A test
-// there fails on an entry of these lists that no registry entry covers.
+// Adding an elementwise op takes five places: an entry here (the struct and its line in the list
+// at the bottom), its declaration in core/ops.h and its public function with the backward rule
+// beside it in core/ops/, its entry in the op registry (ref/op_registry.cpp), and its line in the
+// PyTorch table (tests/golden/make_op_goldens.py). tests/test_op_cases.cpp fails on an entry of
+// these lists that no registry entry covers.
 #pragma once
 
 #include <cstddef>

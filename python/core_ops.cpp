@@ -12,6 +12,7 @@
 #include "core/ops.h"
 #include "core/random.h"
 #include "python/bindings.h"
+#include "ref/op_registry.h"
 
 namespace lathe::python {
 
@@ -75,12 +76,13 @@ void bind_core_ops(py::module_& m) {
   binary("le", le, nullptr);
   binary("gt", gt, nullptr);
   binary("ge", ge, nullptr);
-  for (auto [name, fn] : std::initializer_list<std::pair<const char*, Tensor (*)(const Tensor&)>>{
-           {"neg", neg}, {"exp", exp}, {"log", log}, {"sqrt", sqrt}, {"rsqrt", rsqrt}, {"tanh", tanh},
-           {"gelu", gelu}, {"gelu_erf", gelu_erf}, {"relu", relu}, {"sigmoid", sigmoid},
-           {"log_sigmoid", log_sigmoid}, {"silu", silu}, {"squared_relu", squared_relu}, {"abs", abs},
-           {"square", square}})
-    op(name, fn, a("input"));
+  // The unary ops of one tensor and no argument, from the op registry (a new one is bound here by
+  // its entry); gelu has two forms, lathe's names for them (PyTorch's gelu takes `approximate`).
+  for (const ref::OpEntry& e : ref::op_registry())
+    if (e.operands.least == 1 && e.operands.most == 1 && e.args.empty())
+      op(e.name, [&e](const Tensor& x) { return e.call({x}, ref::OpArgs(e.name, nlohmann::json::object())); }, a("input"));
+  op("gelu", gelu, a("input"));
+  op("gelu_erf", gelu_erf, a("input"));
   op("softcap", softcap, a("input"), a("cap"));
   op("clamp", clamp, a("input"), py::arg("min") = py::none(), py::arg("max") = py::none());
   op("where", where, a("condition"), a("input"), a("other"));

@@ -8,6 +8,7 @@
 #include "python/bindings.h"
 #include "ref/case_registry.h"
 #include "ref/fixtures.h"
+#include "ref/op_registry.h"
 #include "ref/result_check.h"
 #include "serialize/safetensors.h"
 
@@ -77,6 +78,21 @@ void bind_ref(py::module_& m) {
         for (const auto& v : report.verdicts) verdicts.append(verdict_dict(v));
         return py::make_tuple(report.pass, report.text, verdicts);
       }, py::arg("got"), py::arg("want"), py::arg("rtol"), py::arg("atol"), py::arg("equal_nan"));
+  r.def("ops", [] {
+        py::list out;
+        for (const ref::OpEntry& e : ref::op_registry()) {
+          py::dict d;
+          d["name"] = e.name;
+          d["ref_kind"] = e.in_ref_kind;
+          d["operands"] = py::make_tuple(e.operands.least,
+                                         e.operands.most == ref::Arity::kAny ? py::object(py::none()) : py::int_(e.operands.most));
+          py::list args;
+          for (const char* arg : e.args) args.append(arg);
+          d["args"] = args;
+          out.append(d);
+        }
+        return out;
+      });
   r.def("write_fixtures", [](const std::string& dir, const py::object& device) {
         const Device d = device_arg(device);
         py::gil_scoped_release nogil;

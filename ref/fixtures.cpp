@@ -12,6 +12,7 @@
 #include "nn/gpt.h"
 #include "ref/case_registry.h"
 #include "ref/op_registry.h"
+#include "ref/op_samples.h"
 #include "ref/result_check.h"
 #include "serialize/atomic_file.h"
 #include "serialize/safetensors.h"
@@ -73,35 +74,22 @@ Tensor find_tensor(const RefOutput& out, const std::string& name) {
   LATHE_FAIL("fixtures: lathe's answer has no tensor \"", name, "\"");
 }
 
-// Every op of the reference kind in every dtype: each sample of its registry entry that is marked
-// as a fixture (ref/op_registry.cpp), with the entry's arguments.
+// Every op of the reference kind in every dtype: each sample of its registry entry marked as a
+// fixture (ref/op_registry.cpp), as the bundle PyTorch answers holds it (op_samples.cpp).
 void add_op_fixtures(Pack& pack) {
-  const std::vector<DType> dtypes = {DType::f32, DType::f64, DType::bf16, DType::f16};
-  uint64_t seed = 1000;
   for (const OpEntry& op : op_registry()) {
     if (!op.in_ref_kind) continue;
-    for (const OpSample& sample : op.sweep) {
-      if (!sample.fixture) continue;
-      const std::string name = std::string(op.name) + (*sample.name ? std::string("_") + sample.name : "");
-      for (DType dtype : dtypes) {
-        Draw draw(seed++);
+    for (const OpSample& sample : op.samples) {
+      if (sample.use != SampleUse::fixture) continue;
+      const std::string name = std::string(op.name) + (sample.label.empty() ? "" : "_" + sample.label);
+      for (DType dtype : sample_dtypes(op, sample)) {
+        OpSampleCase c = op_sample_case(op, sample, dtype);
         Fixture fx;
         fx.name = "op_" + name + "_" + dtype_name(dtype);
         fx.kind = "op";
         fx.covers = std::string(op.name) + " " + sample.args.dump() + " in " + dtype_name(dtype) + ", forward and backward";
-        fx.document = {{"kind", "op"}, {"op", op.name}, {"args", sample.args}};
-        std::vector<Tensor> inputs = sample.inputs(draw);
-        for (size_t k = 0; k < inputs.size(); ++k) {
-          const Tensor t = is_floating(inputs[k].dtype()) ? inputs[k].to(dtype) : inputs[k];
-          fx.tensors.emplace_back("input." + std::to_string(k), t);
-        }
-        // The output's shape first (a forward-only run), then a grad_output of that shape.
-        serialize::SafetensorsFile probe;
-        probe.tensors = fx.tensors;
-        probe.metadata["case"] = fx.document.dump();
-        probe.path = fx.name;
-        const Shape out_shape = find_tensor(run_reference_case(probe, Device::cpu()), "output").shape();
-        fx.tensors.emplace_back("grad_output", draw.uniform(out_shape).to(dtype));
+        fx.document = c.document;
+        fx.tensors = std::move(c.tensors);
         pack.add(fx);
       }
     }

@@ -70,11 +70,17 @@ Operands read_operands(const serialize::SafetensorsFile& c, const OpEntry& op) {
   for (int64_t k = 0; k < n; ++k)
     LATHE_CHECK(by_index[size_t(k)], kOpCase, "operands must be numbered input.0 .. input.", n - 1, " but input.", k,
                 " is missing");
-  if (op.operands == kOneOrMore)
-    LATHE_CHECK(n >= 1, kOpCase, "op \"", op.name, "\" takes one or more tensor operands (input.0, input.1, ...), the case has none");
+  const Arity& arity = op.operands;
+  if (arity.most == Arity::kAny)
+    LATHE_CHECK(n >= arity.least, kOpCase, "op \"", op.name, "\" takes ",
+                arity.least == 1 ? std::string("one") : std::to_string(arity.least),
+                " or more tensor operands (input.0, input.1, ...), the case has ", n);
+  else if (arity.least == arity.most)
+    LATHE_CHECK(n == arity.most, kOpCase, "op \"", op.name, "\" takes ", arity.most, " tensor operand",
+                arity.most == 1 ? "" : "s", " (input.0 .. input.", arity.most - 1, "), the case has ", n);
   else
-    LATHE_CHECK(n == op.operands, kOpCase, "op \"", op.name, "\" takes ", op.operands, " tensor operand",
-                op.operands == 1 ? "" : "s", " (input.0 .. input.", op.operands - 1, "), the case has ", n);
+    LATHE_CHECK(n >= arity.least && n <= arity.most, kOpCase, "op \"", op.name, "\" takes ", arity.least, " to ",
+                arity.most, " tensor operands (input.0 .. input.", arity.most - 1, "), the case has ", n);
   Operands out;
   for (const Tensor* t : by_index) out.push_back(*t);
   return out;

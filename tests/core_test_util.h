@@ -43,11 +43,11 @@ inline Tensor tensor_of(const std::vector<double>& values, const lathe::Shape& s
 }
 
 // The golden files, in the one golden format (safetensors, written by the generator scripts in
-// tests/golden/ through golden_safetensors.py), read once: the core ops and the nn ops and kernels.
+// tests/golden/ through golden_safetensors.py), read once: the dtype cases, casts, roundings and
+// promotions of make_core_goldens.py.
 inline const std::vector<lathe::serialize::SafetensorsFile>& golden_files() {
   static const std::vector<lathe::serialize::SafetensorsFile> files = {
       lathe::serialize::read_safetensors(LATHE_GOLDEN_DIR "/core_ops.safetensors"),
-      lathe::serialize::read_safetensors(LATHE_GOLDEN_DIR "/nn_ops.safetensors"),
   };
   return files;
 }
@@ -66,8 +66,7 @@ inline Tensor golden(const std::string& name) {
   return t->clone();
 }
 
-// The input names of a case, in the generator's order: every "<case>.<x>" that is not the
-// output, the output weights or a gradient.
+// The input names of a case, in the generator's order: every "<case>.<x>" but the output.
 inline std::vector<std::string> golden_inputs(const std::string& c) {
   std::vector<std::string> names;
   const std::string prefix = c + ".";
@@ -75,21 +74,10 @@ inline std::vector<std::string> golden_inputs(const std::string& c) {
     for (const auto& [n, t] : f.tensors) {
       if (n.rfind(prefix, 0) != 0) continue;
       std::string leaf = n.substr(prefix.size());
-      if (leaf == "out" || leaf == "gout" || leaf.rfind("grad_", 0) == 0) continue;
+      if (leaf == "out") continue;
       names.push_back(leaf);
     }
   return names;
-}
-
-// Every case of the golden files ("<case>" of "<case>.<tensor>"), once each, in file order.
-inline std::vector<std::string> golden_cases() {
-  std::vector<std::string> out;
-  for (const auto& f : golden_files())
-    for (const auto& [n, t] : f.tensors) {
-      std::string c = n.substr(0, n.find('.'));
-      if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
-    }
-  return out;
 }
 
 // A conversion of `src` (dtype `from`) to dtype `to` as torch computes it: kind "cast" (every pair

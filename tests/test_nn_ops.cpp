@@ -1,5 +1,5 @@
 // Compute-heavy ops: matmul, softmax/log_softmax, layer_norm, embedding, cross_entropy, dropout,
-// beyond their lines in the op registry (tests/test_op_cases.cpp: goldens, gradcheck, sim, cuda):
+// beyond their lines in the op registry (tests/test_op_cases.cpp: PyTorch's answers to its samples, gradcheck, sim, cuda):
 // more gradchecks, bad-input errors, 16-bit inputs and thread-count determinism.
 #include <doctest/doctest.h>
 #include <omp.h>

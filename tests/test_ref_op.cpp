@@ -1,6 +1,6 @@
-// `lathe ref` kind "op" against PyTorch (tests/golden/make_op_case_goldens.py: every op of the
-// kind in f32, f64, bf16 and f16, forward and backward), compared at the dtype's tolerance of
-// torch.testing.assert_close through lathe's own checker; its bad inputs; explicit param_groups in
+// `lathe ref` kind "op" against PyTorch (every golden sample of every op of the kind in the op
+// registry, in f32, f64, bf16 and f16, forward and backward: tools/make_op_goldens.sh), compared at
+// the dtype's tolerance of torch.testing.assert_close through lathe's own checker; its bad inputs; explicit param_groups in
 // a train case against torch.optim.AdamW (make_optim_goldens.py); and the fixtures pack.
 #include <doctest/doctest.h>
 
@@ -16,6 +16,7 @@
 #include "ref/case_registry.h"
 #include "ref/fixtures.h"
 #include "ref/op_registry.h"
+#include "ref/op_samples.h"
 #include "ref/result_check.h"
 #include "serialize/safetensors.h"
 #include "tests/gpu_cases.h"
@@ -48,12 +49,12 @@ std::map<std::string, serialize::SafetensorsFile> split_bundle(const serialize::
 }
 
 std::map<std::string, serialize::SafetensorsFile> op_cases() {
-  const auto bundle = serialize::read_safetensors(kGolden + "/op_cases.safetensors");
+  const auto bundle = serialize::read_safetensors(kGolden + "/op_samples.safetensors");
   return split_bundle(bundle, nlohmann::json::parse(bundle.metadata.at("cases")));
 }
 
 std::map<std::string, serialize::SafetensorsFile> op_expected() {
-  return split_bundle(serialize::read_safetensors(kGolden + "/op_cases.expected.safetensors"), nullptr);
+  return split_bundle(serialize::read_safetensors(kGolden + "/op_samples.expected.safetensors"), nullptr);
 }
 
 // lathe's answer as a result file.
@@ -64,25 +65,30 @@ serialize::SafetensorsFile answer(const serialize::SafetensorsFile& c, Device de
   return got;
 }
 
+// Every golden sample of every op of the kind, in each of its dtypes, as a case file run by
+// `lathe ref`'s code against PyTorch's answer.
 void check_ops_against_torch(Device device) {
   const auto cases = op_cases();
   const auto expected = op_expected();
-  REQUIRE(cases.size() == 4 * 71);  // the generator's 71 lines in 4 dtypes
-  std::set<std::string> ops, dtypes;
-  for (const auto& [name, c] : cases) {
-    INFO("case ", name, " on ", device.str());
-    const auto got = answer(c, device);
-    for (const ref::TensorVerdict& v : ref::check_results(got, expected.at(name), {}))
-      CHECK_MESSAGE(v.pass, ref::format_verdict(v));
-    ops.insert(nlohmann::json::parse(c.metadata.at("case"))["op"].get<std::string>());
-    dtypes.insert(name.substr(name.rfind('_') + 1));
+  std::set<std::string> ops, kind, dtypes;
+  for (const ref::OpEntry& op : ref::op_registry()) {
+    if (!op.in_ref_kind) continue;
+    kind.insert(op.name);
+    for (const ref::OpSample& sample : op.samples) {
+      if (sample.use == ref::SampleUse::sweep) continue;
+      for (DType dtype : ref::sample_dtypes(op, sample)) {
+        const std::string name = ref::op_sample_case_name(op, sample, dtype);
+        INFO("case ", name, " on ", device.str());
+        REQUIRE_MESSAGE((cases.count(name) && expected.count(name)), "no case or answer ", name, " (tools/make_op_goldens.sh)");
+        const auto got = answer(cases.at(name), device);
+        for (const ref::TensorVerdict& v : ref::check_results(got, expected.at(name), {}))
+          CHECK_MESSAGE(v.pass, ref::format_verdict(v));
+        ops.insert(op.name);
+        dtypes.insert(dtype_name(dtype));
+      }
+    }
   }
-  // every op of the kind (the registry's entries marked in_ref_kind) has its PyTorch goldens
-  std::set<std::string> kind;
-  for (const ref::OpEntry& e : ref::op_registry())
-    if (e.in_ref_kind) kind.insert(e.name);
-  CHECK(ops == kind);
-  CHECK(ops.size() == 38);
+  CHECK(ops == kind);  // every op of the kind has PyTorch's answers
   CHECK(dtypes == std::set<std::string>{"f32", "f64", "bf16", "f16"});
 }
 
@@ -146,13 +152,23 @@ TEST_CASE("ref op: bad cases get one error naming the fault") {
         std::string::npos);
   CHECK(op_error({{"kind", "op"}}, {}).find("needs \"op\"") != std::string::npos);
   CHECK(op_error({{"kind", "op"}, {"op", "add"}, {"args", {{"alpha", 2}}}}, {{"input.0", f32({2})}, {"input.1", f32({2})}})
-            .find("op \"add\" has no argument \"alpha\" (it takes none)") != std::string::npos);
+            .find("op \"add\" has no argument \"alpha\" (it takes other)") != std::string::npos);
+  CHECK(op_error({{"kind", "op"}, {"op", "maximum"}, {"args", {{"other", 2}}}}, {{"input.0", f32({2})}, {"input.1", f32({2})}})
+            .find("op \"maximum\" has no argument \"other\" (it takes none)") != std::string::npos);
   CHECK(op_error({{"kind", "op"}, {"op", "sum"}, {"args", {{"dims", 0}}}}, {{"input.0", f32({2})}})
             .find("has no argument \"dims\" (it takes dim, keepdim)") != std::string::npos);
   CHECK(op_error({{"kind", "op"}, {"op", "sum"}, {"args", {{"keepdim", 1}}}}, {{"input.0", f32({2})}})
             .find("\"keepdim\" must be true or false") != std::string::npos);
-  CHECK(op_error(add, {{"input.0", f32({2})}}).find("takes 2 tensor operands (input.0 .. input.1), the case has 1") !=
+  CHECK(op_error({{"kind", "op"}, {"op", "maximum"}}, {{"input.0", f32({2})}})
+            .find("takes 2 tensor operands (input.0 .. input.1), the case has 1") != std::string::npos);
+  CHECK(op_error(add, {{"input.0", f32({2})}, {"input.1", f32({2})}, {"input.2", f32({2})}})
+            .find("takes 1 to 2 tensor operands (input.0 .. input.1), the case has 3") != std::string::npos);
+  // PyTorch's number form of a binary op: `other` stands for input.1, never beside it
+  CHECK(op_error(add, {{"input.0", f32({2})}}).find("op \"add\" takes input.1 or the argument \"other\" (a number)") !=
         std::string::npos);
+  CHECK(op_error({{"kind", "op"}, {"op", "add"}, {"args", {{"other", 2}}}}, {{"input.0", f32({2})}, {"input.1", f32({2})}})
+            .find("\"other\" stands for input.1; give one of them, not both") != std::string::npos);
+  CHECK(op_error({{"kind", "op"}, {"op", "stack"}}, {}).find("takes one or more tensor operands") != std::string::npos);
   CHECK(op_error(add, {{"input.0", f32({2})}, {"input.2", f32({2})}}).find("input.1 is missing") != std::string::npos);
   CHECK(op_error(add, {{"input.0", f32({2})}, {"input.1", f32({2})}, {"weights", f32({2})}})
             .find("unexpected tensor \"weights\"") != std::string::npos);

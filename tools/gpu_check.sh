@@ -238,7 +238,7 @@ if [[ $dry == 1 ]]; then
   device=sim torch_device=cpu bench_config=tiny bench_steps=2 bench_warmup=1
   attention_shape=2,2,64,16 attention_dtype=bf16 golden_cases=6 resume_only=(--only "adamw f32" cross)
   suite_filter=('-tc=cuda: fill and arange*,cuda: the fused classifier*,cuda: causal attention is deterministic*')
-  device_filter=('-tc=ops: every op matches the cpu on cuda')
+  device_filter=('-tc=ops: every sample matches the cpu on cuda')
 else
   export LATHE_REQUIRE_GPU=1
   stage unpack bench 15 unpack

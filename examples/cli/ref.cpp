@@ -1,14 +1,16 @@
-// lathe ref: reference cases (docs/reference-cases.md). Three uses:
+// lathe ref: reference cases (docs/reference-cases.md). Four uses:
 //   lathe ref CASE OUT [--device D]             runs a case; OUT is written only when it succeeded
 //   lathe ref --check GOT WANT [--rtol R --atol A] [--equal-nan]
 //                                               compares two results as torch.testing.assert_close
 //   lathe ref --write-fixtures DIR              writes the fixtures pack (cases with lathe's answers)
+//   lathe ref --write-op-samples FILE           bundles the op registry's samples for PyTorch to answer
 // The kinds, the checker and the pack live in ref/.
 #include <iostream>
 
 #include "examples/cli/commands.h"
 #include "ref/case_registry.h"
 #include "ref/fixtures.h"
+#include "ref/op_samples.h"
 #include "ref/result_check.h"
 
 namespace lathe::cli {
@@ -20,7 +22,7 @@ struct RefArgs {
   std::vector<std::string> check;  // GOT WANT
   std::optional<double> rtol, atol;
   bool equal_nan = false;
-  std::string fixtures_dir;
+  std::string fixtures_dir, op_samples_path;
 };
 
 void run_case(const RefArgs& a) {
@@ -54,7 +56,7 @@ void run_check(const RefArgs& a) {
 void add_ref_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "ref", "Run a reference case (see docs/reference-cases.md) and write its result; or compare two results "
-             "(--check); or write the fixtures pack (--write-fixtures)");
+             "(--check); or write the fixtures pack (--write-fixtures) or the op samples (--write-op-samples)");
   auto a = std::make_shared<RefArgs>();
   cmd->add_option("CASE", a->case_path, "the case, a safetensors file")->check(reachable_path());
   cmd->add_option("OUT", a->out_path, "where to write the result (safetensors)");
@@ -67,10 +69,16 @@ void add_ref_command(CLI::App& app) {
   cmd->add_option("--atol", a->atol, "--check: absolute tolerance for every tensor (with --rtol)");
   cmd->add_flag("--equal-nan", a->equal_nan, "--check: NaN equals NaN");
   cmd->add_option("--write-fixtures", a->fixtures_dir, "write the fixtures pack into this directory");
+  cmd->add_option("--write-op-samples", a->op_samples_path,
+                  "write every golden sample of the op registry, in each of its dtypes, into this one file "
+                  "(tests/golden/make_op_goldens.py answers it with PyTorch)");
   cmd->callback([a] {
     const bool running = !a->case_path.empty() || !a->out_path.empty();
-    const int modes = int(running) + int(!a->check.empty()) + int(!a->fixtures_dir.empty());
-    if (modes != 1) throw UsageError("ref: give CASE OUT, or --check GOT WANT, or --write-fixtures DIR (one of them)");
+    const int modes =
+        int(running) + int(!a->check.empty()) + int(!a->fixtures_dir.empty()) + int(!a->op_samples_path.empty());
+    if (modes != 1)
+      throw UsageError(
+          "ref: give CASE OUT, or --check GOT WANT, or --write-fixtures DIR, or --write-op-samples FILE (one of them)");
     if ((a->rtol || a->atol || a->equal_nan) && a->check.empty())
       throw UsageError("ref: --rtol, --atol and --equal-nan belong to --check");
     if (running) {
@@ -78,6 +86,9 @@ void add_ref_command(CLI::App& app) {
       run_case(*a);
     } else if (!a->check.empty()) {
       run_check(*a);
+    } else if (!a->op_samples_path.empty()) {
+      const int64_t n = ref::write_op_samples(a->op_samples_path);
+      std::cout << "wrote " << n << " op sample cases to " << a->op_samples_path << "\n";
     } else {
       const ref::FixturesSummary s = ref::write_fixtures(a->fixtures_dir, Device::parse(a->device));
       std::cout << "wrote " << s.cases << " cases with lathe's answers to " << a->fixtures_dir << " (see "

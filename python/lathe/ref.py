@@ -64,6 +64,13 @@ def check(got, want, rtol=None, atol=None, equal_nan=False):
     return Verdict(*_lathe._ref.check(source(got), source(want), rtol, atol, equal_nan))
 
 
+def ops():
+    """The op registry (ref/op_registry.h), one dict per op: "name", "ref_kind" (an op of the kind
+    "op", under PyTorch's name and arguments), "operands" ((least, most), most None for any number)
+    and "args" (the argument names it takes)."""
+    return _lathe._ref.ops()
+
+
 def write_fixtures(directory, device="cpu"):
     """Writes the fixtures pack (`lathe ref --write-fixtures DIR`); returns the number of cases."""
     return _lathe._ref.write_fixtures(os.fspath(directory), device)

@@ -1,4 +1,5 @@
-"""The one golden format: a safetensors file, written by the golden generators through this module.
+"""The one golden format: a safetensors file, written (and read back) by the golden generators through
+this module.
 
 Tensors are written in insertion order (lathe's reader keeps file order, which is how a case's
 inputs keep their positional order), in every dtype lathe reads, with string metadata for what is
@@ -37,3 +38,22 @@ def save(path, tensors, metadata=None):
         f.write(text)
         for c in chunks:
             f.write(c)
+
+
+def load(path):
+    """A safetensors file's tensors (in file order) and its metadata, as save writes them."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    size = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + size])
+    metadata = header.pop("__metadata__", {})
+    body = raw[8 + size:]
+    dtypes = {v: k for k, v in KINDS.items()}
+    tensors = {}
+    for name, info in sorted(header.items(), key=lambda item: item[1]["data_offsets"][0]):
+        begin, end = info["data_offsets"]
+        dtype = dtypes[info["dtype"]]
+        read_as = torch.int16 if dtype in (torch.bfloat16, torch.float16) else dtype
+        t = torch.frombuffer(bytearray(body[begin:end]), dtype=read_as) if end > begin else torch.empty(0, dtype=read_as)
+        tensors[name] = t.view(dtype).reshape(info["shape"]).clone()
+    return tensors, metadata
