@@ -85,12 +85,27 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
   }
   validate(options_);
   comm_->set_timeout(options_.dist_timeout);  // before the run's first collective, the agreement on starting
-  std::optional<InitialWeights> init;  // --init-from's model, until its weights are copied
+  std::optional<InitialWeights> init = choose_model(resume, program);
+  set_up_machine();
+  open_data(resume, program, init);
+  check_model_size(resume, init);
+  split_batch();
+  build_model(init);
+  build_optimizer();
+  state_.data_gen = Generator(derive_seed(options_.seed, kBatches), 0);
+  state_.step = 0;
+  if (resume) restore(*resume, *program);
+}
+
+std::optional<InitialWeights> Trainer::choose_model(const serialize::TrainingCheckpoint* resume,
+                                                    const ProgramState* program) {
+  std::optional<InitialWeights> init;
   if (resume) {
     // The model is the checkpoint's, whatever --config names today (a JSON file may have changed).
     state_.model_choice.name = program->model_name;
     state_.model_choice.config = nn::GPTConfig::from_json(resume->model_description());
-    serialize::check_file_holds(state_.model_choice.config, resume->file(), resume->path() + ": model config", serialize::is_training_state);
+    serialize::check_file_holds(state_.model_choice.config, resume->file(), resume->path() + ": model config",
+                                serialize::is_training_state);
     state_.model_choice.default_batch = program->batch;
   } else if (!options_.init_from.empty()) {
     init.emplace(load_initial_weights(options_));
@@ -99,6 +114,10 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
     state_.model_choice = resolve_model_config(options_.config);
   }
   if (options_.out.empty()) options_.out = "runs/" + state_.model_choice.name;
+  return init;
+}
+
+void Trainer::set_up_machine() {
   std::string warning;
   options_.threads = capped_threads(options_.threads, &warning);
   if (!warning.empty()) std::fprintf(stderr, "lathe: warning: %s\n", warning.c_str());
@@ -109,6 +128,10 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
   if (options_.tf32 && device_.type != DeviceType::cuda)
     std::fprintf(stderr, "lathe: note: --tf32 is for f32 products on cuda; the %s device ignores it\n",
                  device_.str().c_str());
+}
+
+void Trainer::open_data(const serialize::TrainingCheckpoint* resume, const ProgramState* program,
+                        const std::optional<InitialWeights>& init) {
   nn::GPTConfig& cfg = state_.model_choice.config;
   if (!options_.sft.empty()) {
     // Conversations, tokenized by the model's own tokenizer and lathe's chat tokens after it: the
@@ -141,28 +164,36 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
                 ": no item fits the model's block_size ", cfg.block_size, " (context and endings together)");
   }
   const data::Tokenizer& tokenizer = data_->tokenizer();
-  const bool named_tokenizer = tokenizer.identity() != nullptr;  // token shards' (bytes are no file)
   // Most presets are sized for bytes: a fresh run on data of a named tokenizer grows its
   // vocabulary to the tokenizer's ids. A larger one is kept (the gpt2 preset pads GPT-2's 50,257
   // to 50,304 for faster matrix products; ids past the tokenizer's are never drawn). A resumed run
   // keeps its checkpoint's, which must still hold every id of the data, and so does a run from
   // --init-from's weights.
-  if (!resume && !init && named_tokenizer) cfg.vocab_size = std::max(cfg.vocab_size, tokenizer.vocab_size());
-  // Refused before anything is allocated: an absurd size would otherwise fail deep inside an
-  // allocation, or overflow. A GPU's memory is not the host's, so there only overflow is checked.
-  const std::string config_what = resume ? resume->path() + ": model config"
-                                 : init ? "--init-from " + options_.init_from
-                                        : "--config " + options_.config;
+  if (!resume && !init && tokenizer.identity() != nullptr) cfg.vocab_size = std::max(cfg.vocab_size, tokenizer.vocab_size());
   if (init) {
     const auto recorded = init->loaded.metadata.find("tokenizer");
     check_init_tokenizer(recorded == init->loaded.metadata.end() ? "" : recorded->second, tokenizer,
                          options_.init_from, options_.data);
   }
+}
+
+void Trainer::check_model_size(const serialize::TrainingCheckpoint* resume, const std::optional<InitialWeights>& init) {
+  const nn::GPTConfig& cfg = state_.model_choice.config;
+  // Refused before anything is allocated: an absurd size would otherwise fail deep inside an
+  // allocation, or overflow. A GPU's memory is not the host's, so there only overflow is checked.
+  const std::string config_what = resume ? resume->path() + ": model config"
+                                 : init ? "--init-from " + options_.init_from
+                                        : "--config " + options_.config;
   if (device_.type == DeviceType::cuda) checked_param_count(cfg, config_what);
   else check_model_fits_memory(cfg, config_what);
+  const data::Tokenizer& tokenizer = data_->tokenizer();
+  const bool named_tokenizer = tokenizer.identity() != nullptr;  // token shards' (bytes are no file)
   const int64_t ids = tokenizer.vocab_size();
   LATHE_CHECK(cfg.vocab_size >= ids, config_what, ": vocab_size ", cfg.vocab_size, " is smaller than the ",
               named_tokenizer ? "tokenizer's " : "byte vocabulary (", ids, named_tokenizer ? " ids" : ")");
+}
+
+void Trainer::split_batch() {
   batch_ = options_.batch > 0 ? options_.batch : state_.model_choice.default_batch;
   const int world = comm_->size();
   LATHE_CHECK(batch_ % world == 0, "--batch ", batch_, " (the global batch: sequences per step over all processes) is not "
@@ -177,8 +208,10 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
               "them for cpu (MPI)", device_.type == DeviceType::cuda ? " and not for cuda (build it where NCCL is found)" : "");
   // `--device cuda` under mpirun: each process of a machine takes its own GPU.
   if (world > 1 && device_.type == DeviceType::cuda && options_.device == "cuda") device_ = Device::cuda(dist::local_rank());
+}
 
-  state_.model = std::make_unique<nn::GPT>(cfg, derive_seed(options_.seed, kWeights), device_);
+void Trainer::build_model(std::optional<InitialWeights>& init) {
+  state_.model = std::make_unique<nn::GPT>(state_.model_choice.config, derive_seed(options_.seed, kWeights), device_);
   if (init) {
     if (!options_.sft.empty()) load_for_chat(init->loaded.model->state_dict());
     else state_.model->load_state_dict(init->loaded.model->state_dict());
@@ -207,9 +240,12 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
     LATHE_CHECK(frozen_.size() < state_.model->named_parameters().size(), "--freeze \"", options_.freeze,
                 "\" matches every parameter of the model: nothing would train");
   }
+}
+
+void Trainer::build_optimizer() {
   state_.optimizer = make_run_optimizer(options_, *state_.model, device_);
   weight_copies_ = connect_weight_copies(*state_.model, *state_.optimizer);
-  if (world > 1 || options_.zero == 1 || slices_per_rank_ > 1) {
+  if (comm_->size() > 1 || options_.zero == 1 || slices_per_rank_ > 1) {
     dp_ = std::make_unique<dist::DataParallel>(*comm_, *state_.optimizer, options_.zero == 1);
     dp_->set_slices_per_rank(slices_per_rank_);
   }
@@ -224,9 +260,6 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
     state_.group_schedules.push_back(
         std::make_unique<optim::WarmupCosineLr>(peak, warmup, options_.steps, options_.min_lr_for(peak)));
   }
-  state_.data_gen = Generator(derive_seed(options_.seed, kBatches), 0);
-  state_.step = 0;
-  if (resume) restore(*resume, *program);
 }
 
 void Trainer::restore(const serialize::TrainingCheckpoint& ckpt, const ProgramState& program) {

@@ -161,6 +161,19 @@ class Trainer {
   // The constructor of both: a fresh run when `resume` is null, else the checkpoint's run.
   Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resume, const ProgramState* program,
           dist::Communicator* comm);
+  // The constructor's stages, in order. The model's config: the checkpoint's, --init-from's (whose
+  // weights come back, until build_model copies them) or --config's.
+  std::optional<InitialWeights> choose_model(const serialize::TrainingCheckpoint* resume, const ProgramState* program);
+  void set_up_machine();  // threads, device, TF32, the attention backward
+  // The data (a corpus, shards or --sft's conversations) and --eval-mc's items; the vocabulary
+  // grown to the tokenizer's ids where a fresh run needs it.
+  void open_data(const serialize::TrainingCheckpoint* resume, const ProgramState* program,
+                 const std::optional<InitialWeights>& init);
+  // The config against memory and the data's ids, before anything is allocated.
+  void check_model_size(const serialize::TrainingCheckpoint* resume, const std::optional<InitialWeights>& init);
+  void split_batch();  // the global batch over the processes and --grad-slices; a GPU per process
+  void build_model(std::optional<InitialWeights>& init);  // precision, loss scaler, --freeze
+  void build_optimizer();  // with its weight copies, data parallel driver and lr schedules
   void restore(const serialize::TrainingCheckpoint& ckpt, const ProgramState& program);
   // This rank's rows of a global batch.
   data::Batch local_slice(const data::Batch& b) const;
