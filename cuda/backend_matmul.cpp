@@ -21,6 +21,7 @@
 #include <optional>
 #include <tuple>
 
+#include "core/matrix_layout.h"
 #include "cuda/cuda_backend.h"
 
 namespace lathe::cuda {
@@ -34,32 +35,16 @@ struct Operand {
   int64_t ld = 0;
 };
 
-// t's trailing two dims as a (rows x cols) row-major matrix read by cuBLAS column-major.
+// t's trailing two dims (core/matrix_layout.h) as cuBLAS reads them, column-major: row-major rows
+// are the column-major transpose (no op), column-major ones are read as stored and transposed by
+// cuBLAS. cuBLAS also needs the leading dimension to span a row (or column); a layout whose does
+// not (a broadcast row) is copied.
 Operand operand_of(const Tensor& t) {
+  const MatrixLayout l = matrix_layout(t);
   const int64_t nd = t.dim();
-  const int64_t rows = t.shape()[size_t(nd - 2)], cols = t.shape()[size_t(nd - 1)];
-  const int64_t s_row = t.strides()[size_t(nd - 2)], s_col = t.strides()[size_t(nd - 1)];
-  // Row-major rows: the column-major transpose, no op.
-  if (cols == 1 || s_col == 1) {
-    const int64_t ld = rows == 1 ? std::max<int64_t>(cols, 1) : s_row;
-    if (ld >= std::max<int64_t>(cols, 1)) return {true, CUBLAS_OP_N, ld};
-  }
-  // Column-major (a transposed view): read as stored, then transposed by cuBLAS.
-  if (rows == 1 || s_row == 1) {
-    const int64_t ld = cols == 1 ? std::max<int64_t>(rows, 1) : s_col;
-    if (ld >= std::max<int64_t>(rows, 1)) return {true, CUBLAS_OP_T, ld};
-  }
-  return {};
-}
-
-// A contiguous copy of t whose broadcast batch dims stay broadcast (size 1, expanded back).
-Tensor compact_copy(Backend& be, const Tensor& t) {
-  Tensor src = t;
-  for (int64_t d = 0; d + 2 < t.dim(); ++d)
-    if (t.strides()[size_t(d)] == 0 && t.shape()[size_t(d)] > 1) src = src.narrow(d, 0, 1);
-  Tensor dst = Tensor::empty(src.shape(), src.dtype(), t.device());
-  be.copy(src, dst);
-  return dst.expand(t.shape());
+  const int64_t span = std::max<int64_t>(t.shape()[size_t(l.row_major ? nd - 1 : nd - 2)], 1);
+  if (!l.usable || l.outer < span) return {};
+  return {true, l.row_major ? CUBLAS_OP_N : CUBLAS_OP_T, l.outer};
 }
 
 struct GemmTypes {
@@ -109,11 +94,11 @@ void CudaBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& o
   Tensor a = a_in, b = b_in;
   Operand oa = operand_of(a), ob = operand_of(b);
   if (!oa.usable) {
-    a = compact_copy(*this, a_in);
+    a = compact_matrices(a_in, a_in.dtype());
     oa = operand_of(a);
   }
   if (!ob.usable) {
-    b = compact_copy(*this, b_in);
+    b = compact_matrices(b_in, b_in.dtype());
     ob = operand_of(b);
   }
 

@@ -7,9 +7,10 @@
 // output, OpenBLAS's where the build found it, else Eigen's (`batched_gemm`).
 //
 // Both read a matrix in row-major (unit column stride) or column-major (unit row stride) order
-// with an outer stride, so plain and transposed views need no copy of the tensor; only a view that
-// is neither (e.g. a strided slice in both dims) is copied first. Batch dims are walked by
-// offsets: a broadcast (stride-0) batch dim is never materialised.
+// with an outer stride (core/matrix_layout.h, as the CUDA backend does), so plain and transposed
+// views need no copy of the tensor; only a view that is neither (e.g. a strided slice in both dims)
+// is copied first. Batch dims are walked by offsets: a broadcast (stride-0) batch dim is never
+// materialised.
 //
 // Threads never change a result (train and bench change the thread count with the machine's load):
 //   - tile_gemm sums each element of C over k in order, in k-blocks fixed by the shape, whatever
@@ -35,6 +36,7 @@ extern "C" int blas_thread_shutdown_(void) __attribute__((weak));
 #include "core/cpu/tile_gemm.h"
 #include "core/cpu/transpose.h"
 #include "core/kernel_profile.h"
+#include "core/matrix_layout.h"
 
 namespace lathe {
 
@@ -87,36 +89,6 @@ template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const 
 
 namespace {
 
-// Where one operand's matrices lie: row-major (unit column stride) or column-major (unit row
-// stride), with `outer` the stride between rows (row-major) or columns (column-major).
-struct MatrixLayout {
-  bool usable = false;
-  bool row_major = true;
-  int64_t outer = 0;
-};
-
-MatrixLayout layout_of(const Tensor& t) {
-  const int64_t nd = t.dim();
-  const int64_t rows = t.shape()[size_t(nd - 2)], cols = t.shape()[size_t(nd - 1)];
-  // A dim of size 1 never moves the address, so its stride may be taken as anything.
-  const int64_t s_row = rows == 1 ? cols : t.strides()[size_t(nd - 2)];
-  const int64_t s_col = cols == 1 ? 1 : t.strides()[size_t(nd - 1)];
-  if (s_col == 1) return {true, true, s_row};
-  if (rows == 1 || t.strides()[size_t(nd - 2)] == 1) return {true, false, s_col};
-  return {};
-}
-
-// A contiguous copy of t in `dtype` whose broadcast batch dims stay broadcast: the copy has size 1
-// there and is expanded back, so a weight shared across a batch is converted once.
-Tensor compact_copy(const Tensor& t, DType dtype) {
-  Tensor src = t;
-  for (int64_t d = 0; d + 2 < t.dim(); ++d)
-    if (t.strides()[size_t(d)] == 0 && t.shape()[size_t(d)] > 1) src = src.narrow(d, 0, 1);
-  Tensor dst = Tensor::empty(src.shape(), dtype, t.device());
-  backend_for(t.device()).copy(src, dst);
-  return dst.expand(t.shape());
-}
-
 // What both drivers need to know of a product out[..., M, N] = a[..., M, K] @ b[..., K, N]: its
 // dims, its operands' layouts, and the offsets of each batch element's A and B matrices (by an
 // odometer over the batch dims).
@@ -133,8 +105,8 @@ Product product_of(const Tensor& a, const Tensor& b, const Tensor& out) {
   p.N = out.shape()[size_t(nd - 1)];
   p.K = a.shape()[size_t(nd - 1)];
   p.batch = out.numel() / std::max<int64_t>(p.M * p.N, 1);
-  p.la = layout_of(a);
-  p.lb = layout_of(b);
+  p.la = matrix_layout(a);
+  p.lb = matrix_layout(b);
   p.a_off.resize(size_t(p.batch));
   p.b_off.resize(size_t(p.batch));
   std::vector<int64_t> idx(size_t(std::max<int64_t>(nd - 2, 0)), 0);
@@ -421,15 +393,15 @@ void CpuBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& ou
   if (low) {
     // 16-bit floats multiply in f32: convert, multiply, round once at the end (or not at all, into
     // an f32 out).
-    Tensor a32 = compact_copy(a_in, DType::f32), b32 = compact_copy(b_in, DType::f32);
+    Tensor a32 = compact_matrices(a_in, DType::f32), b32 = compact_matrices(b_in, DType::f32);
     Tensor o32 = out.dtype() == DType::f32 ? out : Tensor::empty(out.shape(), DType::f32, out.device());
     if constexpr (kOwnF32Kernel) batched_gemm_f32(a32, b32, o32);
     else batched_gemm<float>(a32, b32, o32);
     if (o32.data_ptr() != out.data_ptr()) copy(o32, out);
     return;
   }
-  Tensor a = layout_of(a_in).usable ? a_in : compact_copy(a_in, a_in.dtype());
-  Tensor b = layout_of(b_in).usable ? b_in : compact_copy(b_in, b_in.dtype());
+  Tensor a = matrix_layout(a_in).usable ? a_in : compact_matrices(a_in, a_in.dtype());
+  Tensor b = matrix_layout(b_in).usable ? b_in : compact_matrices(b_in, b_in.dtype());
   LATHE_DISPATCH_FLOAT(a.dtype(), "matmul", [&]<class T>() {
     if constexpr (std::is_same_v<T, float> && kOwnF32Kernel) batched_gemm_f32(a, b, out);
     else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) batched_gemm<T>(a, b, out);
