@@ -57,3 +57,26 @@ struct alignas(4) Pair16 {
 };
 
 }  // namespace emu
+
+// The conversions that cuda_fp16.h and cuda_bf16.h declare alike for their type T and pair P,
+// under the toolkit's names, which differ only in the type's infix: S ("half", "bfloat16") and
+// S2 ("half2", "bfloat162"). __half2float is __##S##2float, __floats2bfloat162_rn is
+// __floats2##S2##_rn, and so on; __low2float and __high2float are overloads on P.
+#define EMU_16BIT_CONVERSIONS(T, P, S, S2)                                                           \
+  inline float __##S##2float(T v) { return float(v); }                                               \
+  inline T __float2##S(float f) { return T(f); }                                                     \
+  inline T __float2##S##_rn(float f) { return T(f); }                                                \
+  inline T __double2##S(double d) { return T(float(d)); }                                            \
+  inline unsigned short __##S##_as_ushort(T v) { return v.__x; }                                     \
+  inline T __ushort_as_##S(unsigned short b) { return T::from_bits(b); }                             \
+  inline short __##S##_as_short(T v) { return short(v.__x); }                                        \
+  inline T __short_as_##S(short b) { return T::from_bits((unsigned short)b); }                       \
+  inline P __floats2##S2##_rn(float a, float b) { return {T(a), T(b)}; }                             \
+  inline P __float2##S2##_rn(float a) { return {T(a), T(a)}; }                                       \
+  inline P __float22##S2##_rn(float2 f) { return {T(f.x), T(f.y)}; }                                 \
+  inline float2 __##S2##2float2(P v) { return {float(v.x), float(v.y)}; }                            \
+  inline float __low2float(P v) { return float(v.x); }                                               \
+  inline float __high2float(P v) { return float(v.y); }                                              \
+  inline P __halves2##S2(T a, T b) { return {a, b}; }                                                \
+  inline T __low2##S(P v) { return v.x; }                                                            \
+  inline T __high2##S(P v) { return v.y; }
