@@ -185,7 +185,7 @@ Tensor i64s(const std::vector<int64_t>& v, const Shape& shape) { return Tensor::
 // that is no multiple of a vector or a warp, and a 2-D tensor wider than a CUDA block of 256 threads.
 const std::vector<Shape> kSweepShapes = {{1}, {1031}, {5, 263}};
 
-// A unary op: its fixture on [3, 4], the same held strided, then the sweep; inputs in [lo, hi].
+// A unary op: its fixture on [3, 4], a [4, 3] one held strided, then the sweep; inputs in [lo, hi].
 std::vector<OpSample> unary(double lo = -2, double hi = 2, const Json& args = kNone) {
   std::vector<OpSample> out = {fixture("", args, [=](D d) { return Operands{d.uniform({3, 4}, lo, hi)}; }),
                                strided_sample(args, [=](D d) { return Operands{d.uniform({4, 3}, lo, hi)}; })};
