@@ -37,6 +37,9 @@ if (( major < 20 )); then
     fi
   fi
   export PATH="$PWD/$node_bin:$PATH"
+  # The official binary trusts its own bundled certificates; the system's (a proxy's among them)
+  # are the ones Debian's Node.js and npm trust.
+  [[ -f /etc/ssl/certs/ca-certificates.crt ]] && export NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt
   echo "llama.cpp: the system's Node.js is older than 20; Node.js $(node -v) from the npm registry in $node_dir"
 fi
 mkdir -p "$dest"
