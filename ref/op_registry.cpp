@@ -91,7 +91,10 @@ OpArgs read_op_args(const OpEntry& op, const nlohmann::json& args) {
 
 Tensor Draw::uniform(const Shape& shape, double lo, double hi) {
   std::vector<double> v(size_t(numel_of(shape)));
-  for (double& x : v) x = lo + (hi - lo) * double(gen_.next_uniform());
+  // One rounding, written out: a compiler may fuse lo + (hi - lo) u into an FMA or not (GCC does at
+  // -O2 and up where the target has FMA), and a sample's draws must be the same bits in every build,
+  // since the tests compare them with the bundle PyTorch answered.
+  for (double& x : v) x = std::fma(hi - lo, double(gen_.next_uniform()), lo);
   return Tensor::from_vector(v, shape);
 }
 
