@@ -82,12 +82,12 @@ void add_op_fixtures(Pack& pack) {
     for (const OpSample& sample : op.samples) {
       if (sample.use != SampleUse::fixture) continue;
       const std::string name = std::string(op.name) + (sample.label.empty() ? "" : "_" + sample.label);
-      for (DType dtype : sample_dtypes(op, sample)) {
-        OpSampleCase c = op_sample_case(op, sample, dtype);
+      for (OpSampleCase& c : op_sample_cases(op, sample)) {
+        const std::string dtype = dtype_name(c.dtype);
         Fixture fx;
-        fx.name = "op_" + name + "_" + dtype_name(dtype);
+        fx.name = "op_" + name + "_" + dtype;
         fx.kind = "op";
-        fx.covers = std::string(op.name) + " " + sample.args.dump() + " in " + dtype_name(dtype) + ", forward and backward";
+        fx.covers = std::string(op.name) + " " + sample.args.dump() + " in " + dtype + ", forward and backward";
         fx.document = c.document;
         fx.tensors = std::move(c.tensors);
         pack.add(fx);

@@ -16,13 +16,14 @@ namespace lathe::ref {
 
 struct OpSampleCase {
   std::string name;  // the sample's name and the dtype's: "add.bcast.f32"
+  DType dtype;
   nlohmann::json document;  // {"kind": "op", "op": ..., "args": ...}
   std::vector<std::pair<std::string, Tensor>> tensors;  // input.0, input.1, ..., grad_output
 };
 
-// The case of `sample` in `dtype`: its drawn operands (the floating ones cast to `dtype`) and, when
-// the result has a gradient, a grad_output drawn after them.
-OpSampleCase op_sample_case(const OpEntry& op, const OpSample& sample, DType dtype);
+// The cases of `sample`, one per dtype of sample_dtypes: its operands drawn once (the floating ones
+// cast to each dtype) and, when the result has a gradient, a grad_output drawn after them.
+std::vector<OpSampleCase> op_sample_cases(const OpEntry& op, const OpSample& sample);
 
 // The name of a sample's case in the bundle: "<sample name>.<dtype>".
 std::string op_sample_case_name(const OpEntry& op, const OpSample& sample, DType dtype);
