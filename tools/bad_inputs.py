@@ -112,7 +112,7 @@ def safetensors_bytes(tensors, metadata=None):
     text = json.dumps(header).encode()
     text += b" " * (-len(text) % 8)
     # Joined once: appending each tensor to the bytes so far copied them all again (a model with
-    # GPT-2's vocabulary took 4 s to write)
+    # GPT-2's vocabulary took 4 s to write).
     return b"".join([struct.pack("<Q", len(text)), text, *(raw for _, _, _, raw in tensors)])
 
 

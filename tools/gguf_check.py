@@ -238,10 +238,12 @@ def check(args, binary, checker, work):
                 failures.append(f"{dtype}: the GGUF file carries no tokenizer.chat_template")
             got_reply = got["greedy_text"].replace("\n", "\\n")
             same = got_reply == want_greedy
+            greedy = "equal" if same else "differ"
             if not same:
                 failures.append(f"{dtype}: llama.cpp's greedy reply {got_reply!r}, lathe chat's {want_greedy!r}")
         else:
             same = got["greedy"] == want_greedy
+            greedy = "equal" if same else "differ"
             first = next((i for i, (a, b) in enumerate(zip(got["greedy"], want_greedy)) if a != b), None)
             if not same and dtype != "f32":
                 # A 16- or 8-bit file may take the other of two tokens that lathe all but ties, and
@@ -249,7 +251,7 @@ def check(args, binary, checker, work):
                 # choice after llama.cpp's own prefix, or within twice this type's measured error of it.
                 why = off_lathes_path(binary, weights, cfg, ids, got["greedy"], 2 * worst, work)
                 if why is None:
-                    same = f"equal to token {first}, then a near-tie, and every later token lathe's choice or a near-tie"
+                    greedy = f"equal to token {first}, then a near-tie, and every later token lathe's choice or a near-tie"
                 else:
                     failures.append(f"{dtype}: greedy continuations differ from token {first} on, and {why}")
             elif not same:
@@ -258,7 +260,7 @@ def check(args, binary, checker, work):
         print(f"gguf_check {args.model}/{args.tokenizer}{' chat' if chat else ''} {dtype} ({arch}): "
               f"tokens equal {got['tokenize'] == ids}, "
               f"max |log p difference| {worst:.3g} (bound {bound}), greedy {n} tokens "
-              f"{same if isinstance(same, str) else 'equal' if same else 'differ'}")
+              f"{greedy}")
     for f in failures:
         print("FAIL", f)
     return 1 if failures else 0
