@@ -62,15 +62,21 @@ Transformer::Transformer(const GPTConfig& c, std::shared_ptr<Generator> gen, Lay
   register_module("ln_f", ln_f.get());
 }
 
-GPT::GPT(const GPTConfig& config, uint64_t seed, Device device)
+GPT::GPT(const GPTConfig& config, ToBeLoaded, Device device)
+    : GPT(config, device, std::make_shared<Generator>(/*seed=*/0)) {}
+
+GPT::GPT(const GPTConfig& config, Device device, std::shared_ptr<Generator> dropout_gen)
     : config_(validated(config, device)),
-      dropout_gen_(std::make_shared<Generator>(seed)),
+      dropout_gen_(std::move(dropout_gen)),
       transformer(config_, dropout_gen_, {DType::f32, device, PolicyRef(precision_.policy)}),
       lm_head(config_.n_embd, config_.vocab_size, /*bias=*/false, {DType::f32, device, PolicyRef(precision_.policy)}) {
   if (config_.tie_embeddings) lm_head.tie_weight(transformer.wte.weight);
   register_module("transformer", &transformer);
   register_module("lm_head", &lm_head);
+}
 
+GPT::GPT(const GPTConfig& config, uint64_t seed, Device device)
+    : GPT(config, device, std::make_shared<Generator>(seed)) {
   NoGradGuard no_grad;
   const double std_residual = 0.02 / std::sqrt(2.0 * double(config_.n_layer));
   uint64_t offset = 0;

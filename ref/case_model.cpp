@@ -40,7 +40,7 @@ std::unique_ptr<nn::GPT> case_gpt(const serialize::SafetensorsFile& c, const nlo
   nn::GPTConfig config = nn::GPTConfig::from_json(spec["config"]);
   config.dropout = 0.0;
   check_case_holds_config(c, config, K);
-  auto model = std::make_unique<nn::GPT>(config, /*seed=*/0, device);
+  auto model = std::make_unique<nn::GPT>(config, nn::GPT::kToBeLoaded, device);
 
   // Every parameter under its nanoGPT name; a tied lm_head.weight may repeat wte (load_state_dict
   // checks that the two are equal). Anything else in the case is an error, not silently ignored.

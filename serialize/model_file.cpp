@@ -52,7 +52,7 @@ namespace {
 LoadedModel gpt2_model(GPT2Weights w, WeightsFormat format, const std::string& path, Device device) {
   LoadedModel out;
   out.format = format;
-  out.model = std::make_unique<nn::GPT>(w.config, /*seed=*/0, device);
+  out.model = std::make_unique<nn::GPT>(w.config, nn::GPT::kToBeLoaded, device);
   try {
     out.model->load_state_dict(w.weights);
   } catch (const Error& e) {
@@ -105,7 +105,7 @@ LoadedModel load_model(const std::string& path, Device device) {
     try {
       const nn::GPTConfig config = nn::GPTConfig::from_json(ckpt.model_description());
       check_file_holds(config, ckpt.file(), "model config", is_training_state);
-      out.model = std::make_unique<nn::GPT>(config, /*seed=*/0, device);
+      out.model = std::make_unique<nn::GPT>(config, nn::GPT::kToBeLoaded, device);
     } catch (const Error& e) {
       LATHE_FAIL(path, ": checkpoint model config: ", e.what());
     }
@@ -137,7 +137,7 @@ LoadedModel load_model(const std::string& path, Device device) {
   LoadedModel out;
   try {
     check_file_holds(config, f, "metadata \"config\"");
-    out.model = std::make_unique<nn::GPT>(config, /*seed=*/0, device);
+    out.model = std::make_unique<nn::GPT>(config, nn::GPT::kToBeLoaded, device);
   } catch (const Error& e) {
     LATHE_FAIL(path, ": ", e.what());
   }

@@ -247,6 +247,24 @@ TEST_CASE("nn: the same seed gives the same weights, on every device") {
   CHECK(big.transformer.ln_f->weight.to_vector<float>() == std::vector<float>(64, 1.0f));
 }
 
+TEST_CASE("nn: a model to be loaded draws no weights, and a strict load gives it every one of the file's") {
+  const GPT seeded(small_config(), 7);
+  GPT loaded(small_config(), GPT::kToBeLoaded, Device::cpu());
+  // The layers' own values: weights and biases 0, norm weights 1; nothing drawn.
+  for (const auto& [name, p] : loaded.named_parameters()) {
+    INFO(name);
+    const bool norm_weight = name.find("ln_") != std::string::npos && name.ends_with(".weight");
+    CHECK(max_abs_diff(p, Tensor::full(p.shape(), norm_weight ? 1.0 : 0.0)) == 0);
+  }
+  loaded.load_state_dict(seeded.state_dict(), /*strict=*/true);
+  for (const auto& [name, p] : seeded.named_parameters()) {
+    INFO(name);
+    CHECK(max_abs_diff(p, find(loaded.named_parameters(), name)) == 0);
+  }
+  const Tensor idx = Tensor::from_vector(std::vector<int64_t>{1, 2, 3, 4}, {1, 4});
+  CHECK(max_abs_diff(loaded.forward(idx).logits, seeded.forward(idx).logits) == 0);
+}
+
 // ---------------------------------------------------------------- layers
 
 TEST_CASE("nn: linear matches x @ W^T + b, and its gradients pass gradcheck") {
