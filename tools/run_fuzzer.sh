@@ -4,9 +4,11 @@
 # UndefinedBehaviorSanitizer, and runs it for a bounded time over a copy of the seed corpus
 # (tests/fuzz/corpus/ stays unchanged). Any crash, sanitizer report, leak, timeout or
 # non-lathe::Error exception fails the run; the input that caused it is saved under
-# <build dir>/fuzz-artifacts/.
+# <build dir>/fuzz-artifacts/. It fuzzes in libFuzzer's fork mode, one process per core (each
+# child's crash stops the run, which then exits nonzero), so SECONDS of it are SECONDS on every core.
 #
-#   tools/run_fuzzer.sh [SECONDS]     default 60; LATHE_JOBS sets the build parallelism
+#   tools/run_fuzzer.sh [SECONDS]     default 60; LATHE_JOBS sets the build parallelism and the
+#                                     number of fuzzing processes
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
@@ -25,9 +27,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cp tests/fuzz/corpus/* "$work/"
 mkdir -p "$build/fuzz-artifacts"
-echo "fuzz: running the safetensors reader for ${seconds} s"
+jobs="${LATHE_JOBS:-$(nproc)}"
+echo "fuzz: running the safetensors reader for ${seconds} s in ${jobs} processes"
 ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=0" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
-  "$build/tests/fuzz/fuzz_safetensors" "$work" \
-  -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+  "$build/tests/fuzz/fuzz_safetensors" "$work" -fork="$jobs" \
+  -max_total_time="$seconds" -print_funcs=0 -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
   -dict=tests/fuzz/safetensors.dict -artifact_prefix="$build/fuzz-artifacts/" -print_final_stats=1
 echo "fuzz: clean for ${seconds} s"

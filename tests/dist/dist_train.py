@@ -4,7 +4,7 @@
     dist_train.py --lathe PATH [--lathe-tests PATH] SCENARIO
 
 Scenarios:
-    losses   tiny, 50 steps, global batch 8, one thread per process: -np 2 logs the losses of one
+    losses   tiny, 50 steps (--steps), global batch 8, one thread per process: -np 2 logs the losses of one
              process within relative 1e-3 at every step, and bitwise those of one process with
              --grad-slices 2 (the same reduction order); --zero 1 at -np 2 gives bitwise the losses
              and the checkpoint (weights and optimizer state) of --zero 0 at -np 2 (lathe's line
@@ -121,27 +121,27 @@ def compare_losses(name, got, want, steps, rtol=1e-3):
     print("%s: %d steps within relative %.2e (largest difference)" % (name, len(steps), worst))
 
 
-def scenario_losses(lathe, tmp, data):
-    common = ["--steps", "50", "--batch", "8", "--lr", "3e-3", "--warmup", "5"]
+def scenario_losses(lathe, tmp, data, steps):
+    common = ["--steps", str(steps), "--batch", "8", "--lr", "3e-3", "--warmup", "5"]
     train_ok(lathe, 1, os.path.join(tmp, "np1"), data, *common)
     text2 = train_ok(lathe, 2, os.path.join(tmp, "np2"), data, *common)
     textz = train_ok(lathe, 2, os.path.join(tmp, "np2z"), data, *common, "--zero", "1")
     train_ok(lathe, 1, os.path.join(tmp, "np1s2"), data, *common, "--grad-slices", "2")
     one, two, zero, sliced = (losses(os.path.join(tmp, d)) for d in ("np1", "np2", "np2z", "np1s2"))
-    compare_losses("-np 2 vs 1 process", two, one, range(1, 51))
-    same = sum(two[s] == one[s] for s in range(1, 51))
-    print("-np 2 vs 1 process: %d of 50 losses bitwise equal" % same)
+    compare_losses("-np 2 vs 1 process", two, one, range(1, steps + 1))
+    same = sum(two[s] == one[s] for s in range(1, steps + 1))
+    print("-np 2 vs 1 process: %d of %d losses bitwise equal" % (same, steps))
     if two != sliced:
         fail("-np 2 differs from one process with --grad-slices 2: %s" %
-             [(s, two[s], sliced[s]) for s in range(1, 51) if two[s] != sliced[s]][:3])
+             [(s, two[s], sliced[s]) for s in range(1, steps + 1) if two[s] != sliced[s]][:3])
     vals = [[json.loads(l).get("val_loss") for l in open(os.path.join(tmp, d, "metrics.jsonl"))] for d in ("np2", "np1s2")]
     if vals[0] != vals[1]:
         fail("-np 2's validation losses differ from one process's with --grad-slices 2: %s" % vals)
-    a = tensors(ckpt(os.path.join(tmp, "np2"), 50))
-    b = tensors(ckpt(os.path.join(tmp, "np1s2"), 50))
+    a = tensors(ckpt(os.path.join(tmp, "np2"), steps))
+    b = tensors(ckpt(os.path.join(tmp, "np1s2"), steps))
     if any(a[k] != b[k] for k in a):
         fail("-np 2's checkpoint differs from one process's with --grad-slices 2")
-    print("-np 2 = one process with --grad-slices 2 bitwise: 50 losses, %d checkpoint tensors" % len(a))
+    print("-np 2 = one process with --grad-slices 2 bitwise: %d losses, %d checkpoint tensors" % (steps, len(a)))
     # fp16 with its loss scaler (the gradients are reduced while scaled; every rank finds the same inf).
     short = ["--steps", "8", "--batch", "8", "--precision", "fp16"]
     train_ok(lathe, 1, os.path.join(tmp, "fp16s2"), data, *short, "--grad-slices", "2")
@@ -160,7 +160,7 @@ def scenario_losses(lathe, tmp, data):
         fail("dropout 0.2: -np 2 differs from one process with --grad-slices 2: %s %s" %
              (losses(os.path.join(tmp, "drop_s2")), losses(os.path.join(tmp, "drop_np2"))))
     print("dropout 0.2: -np 2 = one process with --grad-slices 2 bitwise, 8 steps")
-    groups = [metadata(ckpt(os.path.join(tmp, d), 50))["optimizer"] for d in ("np1", "np2", "np2z")]
+    groups = [metadata(ckpt(os.path.join(tmp, d), steps))["optimizer"] for d in ("np1", "np2", "np2z")]
     if any((g["params"], [x["params"] for x in g["groups"]]) != (groups[0]["params"], [x["params"] for x in groups[0]["groups"]])
            for g in groups):
         fail("the optimizer's parameters or groups differ between 1 process, -np 2 and -np 2 --zero 1")
@@ -168,13 +168,13 @@ def scenario_losses(lathe, tmp, data):
           (len(groups[0]["params"]), len(groups[0]["groups"])))
     if two != zero:
         fail("--zero 1 losses differ from --zero 0 at -np 2")
-    a = tensors(ckpt(os.path.join(tmp, "np2"), 50))
-    b = tensors(ckpt(os.path.join(tmp, "np2z"), 50))
+    a = tensors(ckpt(os.path.join(tmp, "np2"), steps))
+    b = tensors(ckpt(os.path.join(tmp, "np2z"), steps))
     if a.keys() != b.keys() or any(a[k] != b[k] for k in a):
         fail("--zero 1 checkpoint (weights, state) differs from --zero 0's: %s" %
              sorted(k for k in a if a.get(k) != b.get(k))[:5])
-    print("--zero 1 = --zero 0 bitwise at -np 2: 50 losses, %d checkpoint tensors" % len(a))
-    policies = {v.get("policy") for k, v in metadata(ckpt(os.path.join(tmp, "np2z"), 50))["tensors"].items()
+    print("--zero 1 = --zero 0 bitwise at -np 2: %d losses, %d checkpoint tensors" % (steps, len(a)))
+    policies = {v.get("policy") for k, v in metadata(ckpt(os.path.join(tmp, "np2z"), steps))["tensors"].items()
                 if k.startswith("optim.param.")}
     if "sharded" not in policies:
         fail("the --zero 1 checkpoint records no sharded state (policies %s)" % policies)
@@ -431,6 +431,7 @@ def main():
     ap.add_argument("--lathe", required=True)
     ap.add_argument("--lathe-tests")
     ap.add_argument("scenario", choices=["losses", "resume", "freeze", "zero_state", "bad", "kill", "stuck"])
+    ap.add_argument("--steps", type=int, default=50, help="losses: the steps of its four long runs")
     a = ap.parse_args()
     if not MPIRUN:
         print("SKIP: mpirun is not installed (tools/deps.sh installs openmpi-bin and libopenmpi-dev)")
@@ -443,7 +444,7 @@ def main():
     try:
         data = corpus(tmp)
         if a.scenario == "losses":
-            scenario_losses(a.lathe, tmp, data)
+            scenario_losses(a.lathe, tmp, data, a.steps)
         elif a.scenario == "resume":
             scenario_resume(a.lathe, tmp, data)
         elif a.scenario == "freeze":
