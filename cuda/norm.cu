@@ -217,20 +217,23 @@ __global__ void layer_norm_backward_kernel(const T* __restrict__ x, const T* __r
   }
 }
 
-// Weight and bias gradients, pass 1: block (32 columns x 8 lanes) sums chunk blockIdx.y of the
-// rows in the compute type; partials are [chunks, len] per gradient.
+// The weight and bias gradients of LayerNorm and RMSNorm, in two passes over the rows.
+// Pass 1: block (32 columns x 8 lanes) sums chunk blockIdx.y of the rows in the compute type,
+// gy * xh into part_w and gy into part_b (each null where that gradient is not wanted), with
+// xh = (x - mean) * rstd, or x * rstd for RMSNorm (mean null); partials are [chunks, len] each.
 constexpr int kLnLanes = 8;
 int64_t ln_chunk_rows(int64_t rows) {
   int64_t c = 64;
   if ((rows + c - 1) / c > 65535) c = (rows + 65534) / 65535;
   return c;
 }
+int64_t ln_chunks(int64_t rows) { return (rows + ln_chunk_rows(rows) - 1) / ln_chunk_rows(rows); }
 
 template <class T, class G>
-__global__ void layer_norm_param_partials(const T* __restrict__ x, const compute_t<T>* __restrict__ mean,
-                                          const compute_t<T>* __restrict__ rstd, const G* __restrict__ gy,
-                                          int64_t rows, int64_t len, int64_t chunk_rows,
-                                          compute_t<T>* __restrict__ part_w, compute_t<T>* __restrict__ part_b) {
+__global__ void norm_param_partials(const T* __restrict__ x, const compute_t<T>* __restrict__ mean,
+                                    const compute_t<T>* __restrict__ rstd, const G* __restrict__ gy, int64_t rows,
+                                    int64_t len, int64_t chunk_rows, compute_t<T>* __restrict__ part_w,
+                                    compute_t<T>* __restrict__ part_b) {
   using C = compute_t<T>;
   __shared__ C sw[kLnLanes][32], sb[kLnLanes][32];
   const int64_t col = int64_t(blockIdx.x) * 32 + threadIdx.x;
@@ -240,7 +243,7 @@ __global__ void layer_norm_param_partials(const T* __restrict__ x, const compute
   if (col < len) {
     for (int64_t r = r0 + threadIdx.y; r < r1; r += kLnLanes) {
       const C g = to_c(gy[r * len + col]);
-      if (part_w) aw += g * ((to_c(x[r * len + col]) - mean[r]) * rstd[r]);
+      if (part_w) aw += g * ((to_c(x[r * len + col]) - (mean ? mean[r] : C(0))) * rstd[r]);
       ab += g;
     }
   }
@@ -259,13 +262,35 @@ __global__ void layer_norm_param_partials(const T* __restrict__ x, const compute
 
 // Pass 2: each column adds its chunk partials in chunk order, in f64.
 template <class T>
-__global__ void layer_norm_param_combine(const compute_t<T>* __restrict__ part, int64_t chunks, int64_t len,
-                                         T* __restrict__ out) {
+__global__ void norm_param_combine(const compute_t<T>* __restrict__ part, int64_t chunks, int64_t len,
+                                   T* __restrict__ out) {
   const int64_t col = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (col >= len) return;
   double acc = 0;
   for (int64_t c = 0; c < chunks; ++c) acc += double(part[c * len + col]);
   out[col] = from_c<T>(acc);
+}
+
+// Both passes, for gw and gb where given; scratch holds the weight's partials, then the bias's
+// (norm_param_scratch_bytes).
+template <class T, class G>
+void launch_norm_param_grads(const T* x, const compute_t<T>* mean, const compute_t<T>* rstd, const G* gy,
+                             int64_t rows, int64_t len, void* scratch, void* gw, void* gb, cudaStream_t s) {
+  using C = compute_t<T>;
+  if (!gw && !gb) return;
+  const int64_t chunks = ln_chunks(rows);
+  C* part_w = gw ? static_cast<C*>(scratch) : nullptr;
+  C* part_b = gb ? static_cast<C*>(scratch) + chunks * len : nullptr;
+  norm_param_partials<T, G><<<dim3(unsigned((len + 31) / 32), unsigned(chunks)), dim3(32, kLnLanes), 0, s>>>(
+      x, mean, rstd, gy, rows, len, ln_chunk_rows(rows), part_w, part_b);
+  const unsigned blocks = unsigned((len + kThreads - 1) / kThreads);
+  if (gw) norm_param_combine<T><<<blocks, kThreads, 0, s>>>(part_w, chunks, len, static_cast<T*>(gw));
+  if (gb) norm_param_combine<T><<<blocks, kThreads, 0, s>>>(part_b, chunks, len, static_cast<T*>(gb));
+}
+
+// The partials of `gradients` (1: the weight's, 2: the bias's too) in the compute type.
+size_t norm_param_scratch_bytes(DT dtype, int64_t rows, int64_t len, int gradients) {
+  return size_t(gradients) * size_t(ln_chunks(rows)) * size_t(len) * (dtype == DT::f64 ? 8 : 4);
 }
 
 // Calls fn.template operator()<T, Y>() for x's element type T and the element type Y of the layer
@@ -354,9 +379,7 @@ void launch_layer_norm(DT dtype, DT y_dtype, const void* x, NormBranch branch, c
 }
 
 size_t layer_norm_backward_scratch_bytes(DT dtype, int64_t rows, int64_t len) {
-  const int64_t chunks = (rows + ln_chunk_rows(rows) - 1) / ln_chunk_rows(rows);
-  const size_t c_bytes = dtype == DT::f64 ? 8 : 4;
-  return 2 * size_t(chunks) * size_t(len) * c_bytes;
+  return norm_param_scratch_bytes(dtype, rows, len, 2);
 }
 
 void launch_layer_norm_backward(DT dtype, DT gy_dtype, const void* x, const void* w, const void* mean,
@@ -376,16 +399,8 @@ void launch_layer_norm_backward(DT dtype, DT gy_dtype, const void* x, const void
           xt, static_cast<const T*>(w), static_cast<const C*>(mean), static_cast<const C*>(rstd), gyt,
           static_cast<const T*>(gathered), static_cast<T*>(gx), len);
     });
-    if (!gw && !gb) return;
-    const int64_t chunk_rows = ln_chunk_rows(rows);
-    const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
-    C* part_w = gw ? static_cast<C*>(scratch) : nullptr;
-    C* part_b = gb ? static_cast<C*>(scratch) + chunks * len : nullptr;
-    layer_norm_param_partials<T, G><<<dim3(unsigned((len + 31) / 32), unsigned(chunks)), dim3(32, kLnLanes), 0, s>>>(
-        xt, static_cast<const C*>(mean), static_cast<const C*>(rstd), gyt, rows, len, chunk_rows, part_w, part_b);
-    const unsigned blocks = unsigned((len + kThreads - 1) / kThreads);
-    if (gw) layer_norm_param_combine<T><<<blocks, kThreads, 0, s>>>(part_w, chunks, len, static_cast<T*>(gw));
-    if (gb) layer_norm_param_combine<T><<<blocks, kThreads, 0, s>>>(part_b, chunks, len, static_cast<T*>(gb));
+    launch_norm_param_grads(xt, static_cast<const C*>(mean), static_cast<const C*>(rstd), gyt, rows, len, scratch,
+                            gw, gb, s);
   });
   check_launch("layer_norm_backward");
 }
@@ -454,28 +469,6 @@ __global__ void rms_norm_backward_kernel(const T* __restrict__ x, const T* __res
   }
 }
 
-// The weight gradient, pass 1: as layer_norm_param_partials, with xh = x * rstd.
-template <class T, class G>
-__global__ void rms_norm_weight_partials(const T* __restrict__ x, const compute_t<T>* __restrict__ rstd,
-                                         const G* __restrict__ gy, int64_t rows, int64_t len, int64_t chunk_rows,
-                                         compute_t<T>* __restrict__ part_w) {
-  using C = compute_t<T>;
-  __shared__ C sw[kLnLanes][32];
-  const int64_t col = int64_t(blockIdx.x) * 32 + threadIdx.x;
-  const int64_t r0 = int64_t(blockIdx.y) * chunk_rows;
-  const int64_t r1 = r0 + chunk_rows < rows ? r0 + chunk_rows : rows;
-  C aw = 0;
-  if (col < len)
-    for (int64_t r = r0 + threadIdx.y; r < r1; r += kLnLanes)
-      aw += to_c(gy[r * len + col]) * (to_c(x[r * len + col]) * rstd[r]);
-  sw[threadIdx.y][threadIdx.x] = aw;
-  __syncthreads();
-  if (threadIdx.y == 0 && col < len) {
-    for (int l = 1; l < kLnLanes; ++l) aw += sw[l][threadIdx.x];
-    part_w[int64_t(blockIdx.y) * len + col] = aw;
-  }
-}
-
 }  // namespace
 
 void launch_rms_norm(DT dtype, DT y_dtype, const void* x, NormBranch branch, const void* w, double eps, void* y,
@@ -495,8 +488,7 @@ void launch_rms_norm(DT dtype, DT y_dtype, const void* x, NormBranch branch, con
 }
 
 size_t rms_norm_backward_scratch_bytes(DT dtype, int64_t rows, int64_t len) {
-  const int64_t chunks = (rows + ln_chunk_rows(rows) - 1) / ln_chunk_rows(rows);
-  return size_t(chunks) * size_t(len) * (dtype == DT::f64 ? 8 : 4);
+  return norm_param_scratch_bytes(dtype, rows, len, 1);
 }
 
 void launch_rms_norm_backward(DT dtype, DT gy_dtype, const void* x, const void* w, const void* rstd, bool stat_f64,
@@ -516,14 +508,8 @@ void launch_rms_norm_backward(DT dtype, DT gy_dtype, const void* x, const void* 
           xt, static_cast<const T*>(w), static_cast<const C*>(rstd), gyt, static_cast<const T*>(gathered),
           static_cast<T*>(gx), len);
     });
-    if (!gw) return;
-    const int64_t chunk_rows = ln_chunk_rows(rows);
-    const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
-    C* part_w = static_cast<C*>(scratch);
-    rms_norm_weight_partials<T, G><<<dim3(unsigned((len + 31) / 32), unsigned(chunks)), dim3(32, kLnLanes), 0, s>>>(
-        xt, static_cast<const C*>(rstd), gyt, rows, len, chunk_rows, part_w);
-    layer_norm_param_combine<T><<<unsigned((len + kThreads - 1) / kThreads), kThreads, 0, s>>>(part_w, chunks, len,
-                                                                                             static_cast<T*>(gw));
+    launch_norm_param_grads(xt, static_cast<const C*>(nullptr), static_cast<const C*>(rstd), gyt, rows, len, scratch,
+                            gw, nullptr, s);
   });
   check_launch("rms_norm_backward");
 }
