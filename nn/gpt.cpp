@@ -62,8 +62,8 @@ Transformer::Transformer(const GPTConfig& c, std::shared_ptr<Generator> gen, Lay
   register_module("ln_f", ln_f.get());
 }
 
-GPT::GPT(const GPTConfig& config, ToBeLoaded, Device device)
-    : GPT(config, device, std::make_shared<Generator>(/*seed=*/0)) {}
+GPT::GPT(const GPTConfig& config, ToBeLoaded, Device device, uint64_t dropout_seed)
+    : GPT(config, device, std::make_shared<Generator>(dropout_seed)) {}
 
 GPT::GPT(const GPTConfig& config, Device device, std::shared_ptr<Generator> dropout_gen)
     : config_(validated(config, device)),

@@ -136,12 +136,12 @@ class GPT : public Module {
   // parameters before it, so the same seed gives the same weights on every device.
   explicit GPT(const GPTConfig& config, uint64_t seed = 0, Device device = Device::cpu());
   // A model whose every parameter its caller loads next (a strict load_state_dict: a weights
-  // file, a reference case): the layers' zeros and ones, without the random draw, which would be
-  // overwritten (for GPT-2 124M, 4 of the 7 s that `lathe sample` took). The dropout generator is
-  // seeded with 0.
+  // file, a reference case, --init-from, a checkpoint): the layers' zeros and ones, without the
+  // random draw, which would be overwritten (for GPT-2 124M, 2.5 of the 7.0 s that `lathe sample`
+  // took). The dropout generator is seeded with `dropout_seed`, as the seeded constructor's is.
   struct ToBeLoaded {};
   static constexpr ToBeLoaded kToBeLoaded{};
-  GPT(const GPTConfig& config, ToBeLoaded, Device device);
+  GPT(const GPTConfig& config, ToBeLoaded, Device device, uint64_t dropout_seed = 0);
 
   // idx [B, T] (i32 or i64, 1 <= T <= block_size, ids in [0, vocab_size)); targets likewise, or
   // -1 for positions to ignore (as nanoGPT). Errors name the bad value and the limit. The loss is

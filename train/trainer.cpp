@@ -90,7 +90,7 @@ Trainer::Trainer(TrainOptions options, const serialize::TrainingCheckpoint* resu
   open_data(resume, program, init);
   check_model_size(resume, init);
   split_batch();
-  build_model(init);
+  build_model(init, resume != nullptr);
   build_optimizer();
   state_.data_gen = Generator(derive_seed(options_.seed, kBatches), 0);
   state_.step = 0;
@@ -210,8 +210,11 @@ void Trainer::split_batch() {
   if (world > 1 && device_.type == DeviceType::cuda && options_.device == "cuda") device_ = Device::cuda(dist::local_rank());
 }
 
-void Trainer::build_model(std::optional<InitialWeights>& init) {
-  state_.model = std::make_unique<nn::GPT>(state_.model_choice.config, derive_seed(options_.seed, kWeights), device_);
+void Trainer::build_model(std::optional<InitialWeights>& init, bool resuming) {
+  const nn::GPTConfig& config = state_.model_choice.config;
+  const uint64_t seed = derive_seed(options_.seed, kWeights);
+  state_.model = init || resuming ? std::make_unique<nn::GPT>(config, nn::GPT::kToBeLoaded, device_, seed)
+                                  : std::make_unique<nn::GPT>(config, seed, device_);
   if (init) {
     if (!options_.sft.empty()) load_for_chat(init->loaded.model->state_dict());
     else state_.model->load_state_dict(init->loaded.model->state_dict());

@@ -172,7 +172,9 @@ class Trainer {
   // The config against memory and the data's ids, before anything is allocated.
   void check_model_size(const serialize::TrainingCheckpoint* resume, const std::optional<InitialWeights>& init);
   void split_batch();  // the global batch over the processes and --grad-slices; a GPU per process
-  void build_model(std::optional<InitialWeights>& init);  // precision, loss scaler, --freeze
+  // The model (GPT-2's random draw only for a run that loads no weights: --init-from's are copied
+  // here, a checkpoint's by restore), its precision, loss scaler, --freeze.
+  void build_model(std::optional<InitialWeights>& init, bool resuming);
   void build_optimizer();  // with its weight copies, data parallel driver and lr schedules
   void restore(const serialize::TrainingCheckpoint& ckpt, const ProgramState& program);
   // This rank's rows of a global batch.
