@@ -759,7 +759,7 @@ TEST_CASE("nn: attention with rotary embeddings and QK-norm: queries after a KV 
 // ---------------------------------------------------------------- sizes, checked before anything is allocated
 
 TEST_CASE("nn: parameter_count is the model's parameter count, for every switch, and overflow is named") {
-  for (const std::string& preset : {"tiny", "small", "nanogpt-cpu", "speedrun-small"}) {
+  for (const char* preset : {"tiny", "small", "nanogpt-cpu", "speedrun-small"}) {
     INFO(preset);
     CHECK(GPTConfig::preset(preset).parameter_count() == GPT(GPTConfig::preset(preset)).num_params());
   }
