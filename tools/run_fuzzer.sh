@@ -31,6 +31,6 @@ jobs="${LATHE_JOBS:-$(nproc)}"
 echo "fuzz: running the safetensors reader for ${seconds} s in ${jobs} processes"
 ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=0" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
   "$build/tests/fuzz/fuzz_safetensors" "$work" -fork="$jobs" \
-  -max_total_time="$seconds" -print_funcs=0 -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+  -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
   -dict=tests/fuzz/safetensors.dict -artifact_prefix="$build/fuzz-artifacts/" -print_final_stats=1
 echo "fuzz: clean for ${seconds} s"
